@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian machine: installs the Debian packages shardrt builds
+# with, and fetches the official OpenXLA CPU PJRT plugin wheel (pinned by sha256) into .cache/.
+# Safe to run again: it only installs or downloads what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config clang
+  libabsl-dev libprotobuf-dev protobuf-compiler libeigen3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-pip unzip ca-certificates curl
+)
+WHEEL_NAME=xla-cpu-pjrt
+WHEEL_VERSION=0.0.1
+WHEEL_FILE=xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl
+WHEEL_SHA256=55837b6b7b47daa717f2d9a5a03563ea0ceaa338d06a81a1e2d3f060d960decc
+CACHE=.cache
+PLUGIN_DIR=$CACHE/xla_cpu_pjrt
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing Debian packages: ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -f "$PLUGIN_DIR/xla_cpu_pjrt.so" ] || [ ! -f "$PLUGIN_DIR/include/pjrt_c_api.h" ]; then
+  mkdir -p "$CACHE/wheels"
+  wheel="$CACHE/wheels/$WHEEL_FILE"
+  if [ ! -f "$wheel" ] || ! echo "$WHEEL_SHA256  $wheel" | sha256sum -c --status; then
+    echo "bootstrap: downloading $WHEEL_NAME==$WHEEL_VERSION" >&2
+    rm -f "$wheel"
+    python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_27_x86_64 \
+      -d "$CACHE/wheels" "$WHEEL_NAME==$WHEEL_VERSION"
+  fi
+  if ! echo "$WHEEL_SHA256  $wheel" | sha256sum -c --status; then
+    echo "bootstrap: $wheel does not match the pinned sha256 $WHEEL_SHA256" >&2
+    exit 1
+  fi
+  tmp=$(mktemp -d)
+  unzip -q -o "$wheel" 'xla_plugins/xla_cpu_pjrt/*' -d "$tmp"
+  rm -rf "$PLUGIN_DIR"
+  mv "$tmp/xla_plugins/xla_cpu_pjrt" "$PLUGIN_DIR"
+  rm -rf "$tmp"
+  echo "bootstrap: plugin ready in $PLUGIN_DIR" >&2
+fi

@@ -1,0 +1,44 @@
+// ElementType: the array element types shardrt knows, with their sizes and names.
+// Values follow XLA's PrimitiveType numbering (xla_data.proto), which is what HLO protos carry;
+// the PJRT layer maps them to PJRT_Buffer_Type (a different numbering) at its boundary.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace shardrt {
+
+enum class ElementType : int32_t {
+  kInvalid = 0,
+  kPred = 1,
+  kS8 = 2,
+  kS16 = 3,
+  kS32 = 4,
+  kS64 = 5,
+  kU8 = 6,
+  kU16 = 7,
+  kU32 = 8,
+  kU64 = 9,
+  kF16 = 10,
+  kF32 = 11,
+  kF64 = 12,
+  kBF16 = 16,
+};
+
+// Size of one element in bytes (pred is one byte); 0 for kInvalid. Thread-safe, pure.
+[[nodiscard]] int64_t ElementSizeInBytes(ElementType type);
+
+// The MLIR / HLO spelling: "f32", "s32" / "i32" parse; prints "f32", "s32", "pred", "bf16".
+[[nodiscard]] std::string_view ElementTypeName(ElementType type);
+
+// Parses an HLO name ("f32", "s8", "u64", "pred", "bf16") or an MLIR one ("i32", "ui8", "i1").
+// Error: InvalidArgument naming the text when it is not a known type.
+[[nodiscard]] absl::StatusOr<ElementType> ParseElementType(std::string_view name);
+
+// Converts an xla::PrimitiveType number (as found in ShapeProto) to an ElementType.
+// Error: InvalidArgument for types shardrt does not support (tuples, complex, fp8, ...).
+[[nodiscard]] absl::StatusOr<ElementType> ElementTypeFromPrimitiveType(int32_t primitive_type);
+
+}  // namespace shardrt

@@ -1,0 +1,18 @@
+// The CLI's subcommands. Each takes its arguments (after the subcommand name), writes its
+// results to stdout, and returns a Status: the caller prints a non-OK one as one line on
+// stderr and exits non-zero.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace shardrt::cli {
+
+// shardrt devices [--devices N] [--plugin PATH] [--json]
+[[nodiscard]] absl::Status DevicesCommand(const std::vector<std::string>& args);
+// shardrt shard-info --shape 8,7 --sharding TEXT [--devices N] [--json]
+[[nodiscard]] absl::Status ShardInfoCommand(const std::vector<std::string>& args);
+
+}  // namespace shardrt::cli
