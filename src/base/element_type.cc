@@ -10,8 +10,8 @@ namespace {
 struct TypeInfo {
   ElementType type;
   int64_t size;
-  std::string_view hlo_name;
-  std::string_view mlir_name;
+  absl::string_view hlo_name;
+  absl::string_view mlir_name;
 };
 
 constexpr TypeInfo kTypes[] = {
@@ -38,12 +38,12 @@ int64_t ElementSizeInBytes(ElementType type) {
   return info ? info->size : 0;
 }
 
-std::string_view ElementTypeName(ElementType type) {
+absl::string_view ElementTypeName(ElementType type) {
   const TypeInfo* info = Find(type);
-  return info ? info->hlo_name : std::string_view("invalid");
+  return info ? info->hlo_name : absl::string_view("invalid");
 }
 
-absl::StatusOr<ElementType> ParseElementType(std::string_view name) {
+absl::StatusOr<ElementType> ParseElementType(absl::string_view name) {
   for (const TypeInfo& info : kTypes) {
     if (name == info.hlo_name || name == info.mlir_name) return info.type;
   }

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -31,11 +31,11 @@ enum class ElementType : int32_t {
 [[nodiscard]] int64_t ElementSizeInBytes(ElementType type);
 
 // The MLIR / HLO spelling: "f32", "s32" / "i32" parse; prints "f32", "s32", "pred", "bf16".
-[[nodiscard]] std::string_view ElementTypeName(ElementType type);
+[[nodiscard]] absl::string_view ElementTypeName(ElementType type);
 
 // Parses an HLO name ("f32", "s8", "u64", "pred", "bf16") or an MLIR one ("i32", "ui8", "i1").
 // Error: InvalidArgument naming the text when it is not a known type.
-[[nodiscard]] absl::StatusOr<ElementType> ParseElementType(std::string_view name);
+[[nodiscard]] absl::StatusOr<ElementType> ParseElementType(absl::string_view name);
 
 // Converts an xla::PrimitiveType number (as found in ShapeProto) to an ElementType.
 // Error: InvalidArgument for types shardrt does not support (tuples, complex, fp8, ...).

@@ -7,7 +7,7 @@
 
 namespace shardrt::cli {
 namespace {
-bool Contains(const std::vector<std::string>& v, std::string_view s) {
+bool Contains(const std::vector<std::string>& v, absl::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 }  // namespace
@@ -48,20 +48,20 @@ absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args, const F
   return flags;
 }
 
-bool Flags::Has(std::string_view name) const { return present_.contains(name); }
+bool Flags::Has(absl::string_view name) const { return present_.contains(name); }
 
-std::optional<std::string> Flags::Get(std::string_view name) const {
+std::optional<std::string> Flags::Get(absl::string_view name) const {
   auto it = values_.find(name);
   if (it == values_.end() || it->second.empty()) return std::nullopt;
   return it->second.back();
 }
 
-std::vector<std::string> Flags::GetAll(std::string_view name) const {
+std::vector<std::string> Flags::GetAll(absl::string_view name) const {
   auto it = values_.find(name);
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
-absl::StatusOr<int64_t> Flags::GetInt(std::string_view name, int64_t fallback, int64_t min,
+absl::StatusOr<int64_t> Flags::GetInt(absl::string_view name, int64_t fallback, int64_t min,
                                       int64_t max) const {
   std::optional<std::string> text = Get(name);
   if (!text.has_value()) return fallback;

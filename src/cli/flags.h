@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -29,14 +29,14 @@ class Flags {
   [[nodiscard]] static absl::StatusOr<Flags> Parse(const std::vector<std::string>& args,
                                                    const FlagSpec& spec);
 
-  bool Has(std::string_view name) const;
+  bool Has(absl::string_view name) const;
   // The last value given for `name`, if any.
-  std::optional<std::string> Get(std::string_view name) const;
+  std::optional<std::string> Get(absl::string_view name) const;
   // Every value given for a repeated flag, in order.
-  std::vector<std::string> GetAll(std::string_view name) const;
+  std::vector<std::string> GetAll(absl::string_view name) const;
   // Parses the value of `name` as an integer in [min, max]; `fallback` when absent.
   // Error: InvalidArgument naming the flag when the value is not such an integer.
-  [[nodiscard]] absl::StatusOr<int64_t> GetInt(std::string_view name, int64_t fallback,
+  [[nodiscard]] absl::StatusOr<int64_t> GetInt(absl::string_view name, int64_t fallback,
                                                int64_t min, int64_t max) const;
   const std::vector<std::string>& positional() const { return positional_; }
 

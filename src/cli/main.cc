@@ -1,6 +1,7 @@
 // build/shardrt: the command-line front door. Dispatches to one subcommand; any error becomes
 // one line on stderr and a non-zero exit (1 for a failed command, 2 for usage).
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ constexpr Command kCommands[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Keep the plugin's informational log lines off stderr unless the user asks for them.
+  setenv("TF_CPP_MIN_LOG_LEVEL", "2", /*overwrite=*/0);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "help") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

@@ -1,0 +1,58 @@
+// shardrt devices: loads the plugin, creates a client and lists its devices.
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/json_writer.h"
+#include "pjrt/client.h"
+#include "pjrt/plugin.h"
+
+namespace shardrt::cli {
+
+absl::Status DevicesCommand(const std::vector<std::string>& args) {
+  SHARDRT_ASSIGN_OR_RETURN(Flags flags,
+                           Flags::Parse(args, {.with_value = {"devices", "plugin"},
+                                               .boolean = {"json"}}));
+  if (!flags.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
+  }
+  SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices, flags.GetInt("devices", 8, 1, 4096));
+  std::string path = flags.Get("plugin").value_or(pjrt::Plugin::DefaultPath());
+  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<const pjrt::Plugin> plugin, pjrt::Plugin::Load(path));
+  pjrt::ClientOptions options;
+  if (path.find("cpu") != std::string::npos || !flags.Has("plugin")) {
+    options.cpu_device_count = num_devices;
+  }
+  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<pjrt::Client> client,
+                           pjrt::Client::Create(plugin, options));
+  if (flags.Has("json")) {
+    std::string out = "[";
+    bool first = true;
+    for (const pjrt::Device& d : client->devices()) {
+      absl::StrAppend(&out, first ? "" : ",", "\n  {\"id\": ", d.id,
+                      ", \"kind\": ", JsonString(d.kind), ", \"process_index\": ", d.process_index,
+                      ", \"local_hardware_id\": ", d.local_hardware_id,
+                      ", \"addressable\": ", d.addressable ? "true" : "false",
+                      ", \"debug_string\": ", JsonString(d.debug_string), "}");
+      first = false;
+    }
+    out += "\n]\n";
+    std::fputs(out.c_str(), stdout);
+    return absl::OkStatus();
+  }
+  std::printf("platform %s (%s), PJRT C API %d.%d, %zu devices\n", client->platform_name().c_str(),
+              client->platform_version().c_str(), plugin->api_major(), plugin->api_minor(),
+              client->devices().size());
+  for (const pjrt::Device& d : client->devices()) {
+    std::printf("  id=%lld kind=%s process=%lld local_hardware_id=%lld %s\n",
+                static_cast<long long>(d.id), d.kind.c_str(),
+                static_cast<long long>(d.process_index),
+                static_cast<long long>(d.local_hardware_id), d.debug_string.c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardrt::cli
