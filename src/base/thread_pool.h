@@ -4,7 +4,7 @@
 // Design. The pool is a thin wrapper over Eigen's non-blocking pool (per-worker lock-free
 // queues with work stealing). It is an object that callers create and pass in; there is no
 // process-wide pool. ParallelFor does not hand whole blocks to workers: it publishes a block
-// counter, and the caller and up to num_threads() helper tasks each grab the next unstarted
+// counter, and the caller and one helper task per remaining block each grab the next unstarted
 // block in a loop. The caller therefore always makes progress on its own, and its final wait
 // only covers blocks that a worker has already started. This makes ParallelFor safe to call
 // from inside a pool thread (nested loops included) even when every worker is busy: helper
@@ -75,7 +75,7 @@ inline constexpr double kParallelForMinBlockNs = 10'000.0;
 using ParallelForBody = absl::FunctionRef<absl::Status(int64_t begin, int64_t end)>;
 
 // Runs `body` over [0, n) split into contiguous, disjoint blocks that together cover every index
-// exactly once, and returns when all started blocks have finished (blocking).
+// exactly once, and returns once every block has run or been skipped (blocking).
 //
 // The split: when `pool` is null or has one thread, when n * cost.per_item_ns is below
 // kParallelForInlineThresholdNs, or when the work does not fill two blocks of
