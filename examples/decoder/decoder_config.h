@@ -1,0 +1,77 @@
+// DecoderConfig: the sizes of the demo decoder-only transformer, and the names, global shapes and
+// shardings of every array its programs take and return.
+//
+// The model: token and position embeddings; n_layers blocks of (RMSNorm, causal multi-head
+// attention, residual; RMSNorm, SiLU MLP, residual); a final RMSNorm and an output projection to
+// vocab logits. Sharded Megatron style over num_partitions devices: attention heads and the MLP
+// hidden dimension are split, everything else is replicated; the KV cache is split by heads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "base/element_type.h"
+
+namespace shardrt::decoder {
+
+struct DecoderConfig {
+  int64_t vocab = 256;
+  int64_t d_model = 128;
+  int64_t n_heads = 8;
+  int64_t mlp_hidden = 0;  // 0: 4 * d_model
+  int64_t n_layers = 2;
+  int64_t max_seq = 64;    // KV cache length: prompt + generated tokens must fit
+  int64_t prompt_len = 8;  // prefill processes exactly this many tokens
+  int64_t num_partitions = 1;
+  float norm_eps = 1e-5f;
+
+  int64_t head_dim() const { return n_heads > 0 ? d_model / n_heads : 0; }
+  int64_t hidden() const { return mlp_hidden > 0 ? mlp_hidden : 4 * d_model; }
+};
+
+// Checks sizes: all positive, d_model divisible by n_heads, n_heads and hidden() divisible by
+// num_partitions, 1 <= prompt_len <= max_seq. Error: InvalidArgument naming the field.
+[[nodiscard]] absl::Status ValidateConfig(const DecoderConfig& config);
+
+// Checks that a prompt of config.prompt_len tokens followed by `num_tokens` generated tokens
+// fits the KV cache: the last decode step writes position prompt_len + num_tokens - 2.
+// Error: InvalidArgument.
+[[nodiscard]] absl::Status ValidateGeneration(const DecoderConfig& config, int64_t num_tokens);
+
+// One array a program takes or returns: its name, element type, global shape, and the one
+// dimension split evenly across the partitions (-1: replicated on every device).
+struct ArraySpec {
+  std::string name;
+  ElementType type = ElementType::kF32;
+  std::vector<int64_t> dims;
+  int split_dim = -1;
+
+  int64_t num_elements() const;
+};
+
+// The `mhlo.sharding` text of `spec` over `num_partitions` devices: "{replicated}" when the array
+// is not split or there is one partition, else e.g. "{devices=[1,8]<=[8]}" for split_dim 1.
+std::string ShardingText(const ArraySpec& spec, int64_t num_partitions);
+
+// The shape every device holds: dims with dims[split_dim] divided by num_partitions.
+std::vector<int64_t> ShardDims(const ArraySpec& spec, int64_t num_partitions);
+
+// The weights in program order (the same in both programs):
+//   embed [vocab, d_model], pos_embed [max_seq, d_model]                       replicated
+//   per layer i, "layer<i>." +
+//     attn_norm [d_model]                                                        replicated
+//     wq, wk, wv [d_model, n_heads*head_dim]                                     split dim 1
+//     wo [n_heads*head_dim, d_model]                                             split dim 0
+//     mlp_norm [d_model]                                                         replicated
+//     w1 [d_model, hidden]                                                       split dim 1
+//     w2 [hidden, d_model]                                                       split dim 0
+//   final_norm [d_model], w_out [d_model, vocab]                                 replicated
+std::vector<ArraySpec> WeightSpecs(const DecoderConfig& config);
+
+// The KV cache in program order: layer<i>.k_cache, layer<i>.v_cache for each layer, each
+// [n_heads, max_seq, head_dim] split dim 0 (by heads).
+std::vector<ArraySpec> CacheSpecs(const DecoderConfig& config);
+
+}  // namespace shardrt::decoder
