@@ -1,5 +1,8 @@
 #include "pjrt/client.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "pjrt/call.h"
@@ -65,6 +68,12 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Create(std::shared_ptr<const Plu
     if (*options.cpu_device_count < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cpu_device_count must be at least 1, got ", *options.cpu_device_count));
+    }
+    if (std::getenv("PJRT_NPROC") == nullptr) {
+      const int64_t threads = options.cpu_worker_threads > 0
+                                  ? options.cpu_worker_threads
+                                  : std::max<int64_t>(64, 16 * *options.cpu_device_count);
+      setenv("PJRT_NPROC", absl::StrCat(threads).c_str(), /*overwrite=*/0);
     }
     SHARDRT_PJRT_ARGS(PJRT_NamedValue, v);
     v.name = kDeviceCount;

@@ -24,6 +24,12 @@ struct ClientOptions {
   // Number of CPU devices (the CPU plugin's int64 option `cpu_device_count`). Leave unset for
   // plugins that do not take it (GPU/TPU), which then use their own device count.
   std::optional<int64_t> cpu_device_count;
+  // Worker threads of the CPU plugin's pools (it reads them from $PJRT_NPROC at creation).
+  // The CPU plugin runs every device's part of a program on one shared pool, and a collective
+  // waits until all devices' parts arrive: with only a few threads (cores), several programs in
+  // flight can occupy them all and stall. Unless $PJRT_NPROC is set, Create sets it to this
+  // value (0: max(64, 16 x cpu_device_count)) when cpu_device_count is given.
+  int64_t cpu_worker_threads = 0;
 };
 
 class Client {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/metrics.h"
 #include "base/status_macros.h"
 #include "hlo.pb.h"
 #include "pjrt/call.h"
@@ -11,9 +12,12 @@
 namespace shardrt::pjrt {
 namespace {
 
-std::atomic<int64_t> g_introspection{0};
+Counter* IntrospectionCounter() {
+  static Counter* const counter = GlobalMetrics().GetCounter(kExecutableIntrospection);
+  return counter;
+}
 
-void CountIntrospection() { g_introspection.fetch_add(1, std::memory_order_relaxed); }
+void CountIntrospection() { IntrospectionCounter()->Add(1); }
 
 std::string DimsString(absl::Span<const int64_t> dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
@@ -35,7 +39,7 @@ std::string SerializeSharding(const xla::OpSharding& sharding) {
 
 }  // namespace
 
-int64_t ExecutableIntrospectionCount() { return g_introspection.load(std::memory_order_relaxed); }
+int64_t ExecutableIntrospectionCount() { return IntrospectionCounter()->Value(); }
 
 absl::StatusOr<std::unique_ptr<LoadedExecutable>> LoadedExecutable::Compile(
     std::shared_ptr<Client> client, absl::string_view code, ProgramFormat format,

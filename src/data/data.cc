@@ -1,0 +1,135 @@
+#include "data/data.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace shardrt {
+
+Data::Data(std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout)
+    : client_(std::move(client)), layout_(std::move(layout)) {}
+
+Data::~Data() {
+  // Release buffers before the client (buffers_ may be shared with assigned placeholders;
+  // each holder keeps the client alive through its own client_).
+  buffers_.reset();
+}
+
+absl::StatusOr<DataPtr> Data::Create(std::shared_ptr<pjrt::Client> client,
+                                     std::shared_ptr<const DataLayout> layout,
+                                     std::vector<pjrt::Buffer> buffers) {
+  if (buffers.size() != layout->devices.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("data of layout ", layout->ToString(),
+                                                   " needs ", layout->devices.size(),
+                                                   " buffers, got ", buffers.size()));
+  }
+  auto shards = std::make_shared<ShardBuffers>();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("buffer ", i, " is empty"));
+    }
+    shards->handles.push_back(buffers[i].handle());
+  }
+  shards->buffers = std::move(buffers);
+  return CreateUnchecked(std::move(client), std::move(layout), std::move(shards));
+}
+
+DataPtr Data::CreateUnchecked(std::shared_ptr<pjrt::Client> client,
+                              std::shared_ptr<const DataLayout> layout,
+                              std::shared_ptr<const ShardBuffers> buffers) {
+  DataPtr data(new Data(std::move(client), std::move(layout)));
+  data->buffers_ = std::move(buffers);
+  data->state_.store(State::kReady, std::memory_order_release);
+  return data;
+}
+
+DataPtr Data::CreatePlaceholder(std::shared_ptr<pjrt::Client> client,
+                                std::shared_ptr<const DataLayout> layout) {
+  return DataPtr(new Data(std::move(client), std::move(layout)));
+}
+
+absl::Status Data::Usable() const {
+  switch (state()) {
+    case State::kReady:
+      return absl::OkStatus();
+    case State::kPending:
+      return absl::FailedPreconditionError(
+          absl::StrCat("data ", layout_->ToString(), " is a placeholder that was never assigned"));
+    case State::kDonated:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data ", layout_->ToString(), " was donated to an earlier execution and is unusable"));
+    case State::kFailed: {
+      absl::MutexLock lock(&mu_);
+      return error_;
+    }
+  }
+  return absl::InternalError("unknown data state");
+}
+
+void Data::Complete(State state) {
+  state_.store(state, std::memory_order_release);
+  std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters = std::move(waiters_);
+  waiters_.clear();
+  absl::Status status = state == State::kReady ? absl::OkStatus() : error_;
+  mu_.Unlock();
+  for (auto& w : waiters) std::move(w)(status);
+  mu_.Lock();
+}
+
+absl::Status Data::Assign(const Data& source) {
+  if (&source == this) return absl::InvalidArgumentError("cannot assign data to itself");
+  if (absl::Status usable = source.Usable(); !usable.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot assign from data that is not ready: ", usable.message()));
+  }
+  if (source.client_ != client_) {
+    return absl::InvalidArgumentError("cannot assign data of another client");
+  }
+  if (!source.layout_->SameAs(*layout_)) {
+    return absl::InvalidArgumentError(absl::StrCat("Assign: placeholder expects ",
+                                                   layout_->ToString(), ", got ",
+                                                   source.layout_->ToString()));
+  }
+  absl::MutexLock lock(&mu_);
+  if (state() != State::kPending) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Assign: data ", layout_->ToString(), " is not a pending placeholder"));
+  }
+  buffers_ = source.buffers_;
+  Complete(State::kReady);
+  return absl::OkStatus();
+}
+
+void Data::Fail(absl::Status error) {
+  if (error.ok()) error = absl::InternalError("placeholder failed without an error");
+  absl::MutexLock lock(&mu_);
+  if (state() != State::kPending) return;
+  error_ = std::move(error);
+  Complete(State::kFailed);
+}
+
+absl::Status Data::Await() const {
+  if (state() != State::kPending) return Usable();
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](const std::atomic<State>* s) { return s->load() != State::kPending; }, &state_));
+  }
+  return Usable();
+}
+
+void Data::OnReady(absl::AnyInvocable<void(absl::Status) &&> done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state() == State::kPending) {
+      waiters_.push_back(std::move(done));
+      return;
+    }
+  }
+  std::move(done)(Usable());
+}
+
+bool Data::MarkDonated() {
+  State expected = State::kReady;
+  return state_.compare_exchange_strong(expected, State::kDonated, std::memory_order_acq_rel);
+}
+
+}  // namespace shardrt

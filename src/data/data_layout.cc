@@ -1,0 +1,44 @@
+#include "data/data_layout.h"
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "sharding/text.h"
+
+namespace shardrt {
+
+absl::StatusOr<std::shared_ptr<const DataLayout>> DataLayout::Create(
+    ArrayShape global, Sharding sharding, std::vector<const pjrt::Device*> devices) {
+  if (devices.empty()) return absl::InvalidArgumentError("data needs at least one device");
+  if (sharding.IsManual()) {
+    return absl::InvalidArgumentError("data cannot have a manual sharding");
+  }
+  if (ElementSizeInBytes(global.type) == 0) {
+    return absl::InvalidArgumentError("data needs a valid element type");
+  }
+  SHARDRT_ASSIGN_OR_RETURN(
+      ShardGeometry geometry,
+      ShardGeometry::Create(global.dims, sharding, static_cast<int64_t>(devices.size())));
+  std::vector<int64_t> ids;
+  for (const pjrt::Device* d : devices) ids.push_back(d->id);
+  const uint64_t fingerprint =
+      absl::HashOf(static_cast<int>(global.type), global.dims, sharding.ToString(), ids);
+  std::vector<int64_t> shard_dims = geometry.shard_shape();
+  auto layout = std::make_shared<DataLayout>(DataLayout{std::move(global), std::move(sharding),
+                                                        std::move(devices), std::move(geometry),
+                                                        std::move(shard_dims), fingerprint});
+  return std::shared_ptr<const DataLayout>(std::move(layout));
+}
+
+bool DataLayout::SameAs(const DataLayout& other) const {
+  return fingerprint == other.fingerprint && global == other.global &&
+         sharding == other.sharding && devices == other.devices;
+}
+
+std::string DataLayout::ToString() const {
+  return absl::StrCat(ElementTypeName(global.type), DimsToString(global.dims), " ",
+                      sharding.ToString(), " on ", devices.size(),
+                      devices.size() == 1 ? " device" : " devices");
+}
+
+}  // namespace shardrt

@@ -1,0 +1,246 @@
+#include "data/transfer.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/metrics.h"
+#include "base/status_macros.h"
+#include "pjrt/buffer.h"
+#include "sharding/split.h"
+
+namespace shardrt {
+namespace {
+
+// Estimated cost of moving `bytes` bytes, for the pool's cost model.
+ParallelCost TransferCost(int64_t bytes) {
+  return ParallelCost{.per_item_ns = 3000.0 + 0.2 * static_cast<double>(bytes)};
+}
+
+// One shard upload: where the bytes come from and how they are laid out.
+struct UploadTask {
+  size_t array = 0;
+  size_t device = 0;
+  const std::byte* origin = nullptr;
+  std::vector<int64_t> byte_strides;  // empty: dense
+};
+
+bool ShardIsContiguous(const ShardGeometry& g, int64_t d) {
+  // Row-major shard is contiguous when every dim after the first split one is whole.
+  bool split_seen = false;
+  for (int64_t i = 0; i < g.rank(); ++i) {
+    const int64_t extent = g.limit(d)[i] - g.start(d)[i];
+    if (split_seen && extent != g.shape()[i]) return false;
+    if (extent != g.shape()[i]) split_seen = true;
+  }
+  return true;
+}
+
+bool IsEven(const ShardGeometry& g) {
+  for (int64_t d = 0; d < g.num_devices(); ++d) {
+    if (!g.holds_data(d) || g.exact_shape(d) != g.shard_shape()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
+    const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool,
+    std::span<const HostArrayView> arrays,
+    std::span<const std::shared_ptr<const DataLayout>> layouts) {
+  static Metric* const time = GlobalMetrics().GetMetric(kTransferToDeviceTime, MetricRepr::kTime);
+  static Metric* const bytes_in = GlobalMetrics().GetMetric(kInboundData, MetricRepr::kBytes);
+  ScopedTimer timer(time);
+  if (arrays.size() != layouts.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("TransferToDevice: ", arrays.size(),
+                                                   " arrays but ", layouts.size(), " layouts"));
+  }
+  std::vector<std::vector<std::vector<std::byte>>> padded(arrays.size());
+  std::vector<UploadTask> tasks;
+  int64_t total_bytes = 0;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const HostArrayView& a = arrays[i];
+    const DataLayout& layout = *layouts[i];
+    if (a.type != layout.global.type || a.dims != layout.global.dims) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TransferToDevice: array ", i, " is ", ElementTypeName(a.type), DimsToString(a.dims),
+          " but its layout expects ", ElementTypeName(layout.global.type),
+          DimsToString(layout.global.dims)));
+    }
+    const int64_t elem = ElementSizeInBytes(a.type);
+    const int64_t expected = layout.geometry.num_elements() * elem;
+    if (static_cast<int64_t>(a.data.size()) != expected) {
+      return absl::InvalidArgumentError(absl::StrCat("TransferToDevice: array ", i, " has ",
+                                                     a.data.size(), " bytes, expected ",
+                                                     expected));
+    }
+    total_bytes += expected;
+    const ShardGeometry& g = layout.geometry;
+    const bool even = IsEven(g);
+    if (!even) {
+      SHARDRT_ASSIGN_OR_RETURN(padded[i],
+                               SplitHostArray(g, a.type, a.data, ShardPadding::kPadded));
+    }
+    // Row-major byte strides of the global array.
+    std::vector<int64_t> strides(g.rank(), elem);
+    for (int64_t k = g.rank() - 2; k >= 0; --k) strides[k] = strides[k + 1] * g.shape()[k + 1];
+    for (size_t d = 0; d < layout.devices.size(); ++d) {
+      UploadTask task{i, d, nullptr, {}};
+      if (even) {
+        int64_t offset = 0;
+        for (int64_t k = 0; k < g.rank(); ++k) offset += g.start(d)[k] * strides[k];
+        task.origin = a.data.data() + offset;
+        if (!ShardIsContiguous(g, d)) task.byte_strides = strides;
+      } else {
+        task.origin = padded[i][d].data();
+      }
+      tasks.push_back(std::move(task));
+    }
+  }
+  std::vector<pjrt::Buffer> buffers(tasks.size());
+  std::vector<pjrt::Event> done(tasks.size());
+  const int64_t per_task = tasks.empty() ? 0 : total_bytes / static_cast<int64_t>(tasks.size());
+  SHARDRT_RETURN_IF_ERROR(ParallelFor(
+      pool, static_cast<int64_t>(tasks.size()), TransferCost(per_task),
+      [&](int64_t begin, int64_t end) -> absl::Status {
+        for (int64_t t = begin; t < end; ++t) {
+          const UploadTask& task = tasks[t];
+          const DataLayout& layout = *layouts[task.array];
+          SHARDRT_ASSIGN_OR_RETURN(
+              pjrt::HostUpload upload,
+              pjrt::Buffer::FromHostStrided(
+                  *client, task.origin, layout.global.type, layout.shard_dims,
+                  task.byte_strides, *layout.devices[task.device],
+                  pjrt::HostBufferSemantics::kImmutableUntilTransferCompletes));
+          buffers[t] = std::move(upload.buffer);
+          done[t] = std::move(upload.done_with_host_buffer);
+        }
+        return absl::OkStatus();
+      }));
+  // The host memory must outlive the transfers: wait for all of them.
+  absl::Status first_error;
+  for (pjrt::Event& e : done) {
+    absl::Status s = e.Await();
+    if (first_error.ok() && !s.ok()) first_error = s;
+  }
+  SHARDRT_RETURN_IF_ERROR(first_error);
+  std::vector<DataPtr> out;
+  out.reserve(arrays.size());
+  size_t next = 0;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    std::vector<pjrt::Buffer> shards;
+    for (size_t d = 0; d < layouts[i]->devices.size(); ++d) {
+      shards.push_back(std::move(buffers[next++]));
+    }
+    SHARDRT_ASSIGN_OR_RETURN(DataPtr data, Data::Create(client, layouts[i], std::move(shards)));
+    out.push_back(std::move(data));
+  }
+  bytes_in->AddSample(static_cast<double>(total_bytes));
+  return out;
+}
+
+absl::StatusOr<DataPtr> TransferShardsToDevice(const std::shared_ptr<pjrt::Client>& client,
+                                               ThreadPool* pool,
+                                               std::shared_ptr<const DataLayout> layout,
+                                               std::span<const std::span<const std::byte>> shards) {
+  static Metric* const time = GlobalMetrics().GetMetric(kTransferToDeviceTime, MetricRepr::kTime);
+  ScopedTimer timer(time);
+  const size_t num_devices = layout->devices.size();
+  if (shards.size() != num_devices) {
+    return absl::InvalidArgumentError(absl::StrCat("TransferShardsToDevice: got ", shards.size(),
+                                                   " shards for ", num_devices, " devices"));
+  }
+  SHARDRT_ASSIGN_OR_RETURN(int64_t shard_elems, NumElements(layout->shard_dims));
+  const int64_t shard_bytes = shard_elems * ElementSizeInBytes(layout->global.type);
+  for (size_t d = 0; d < num_devices; ++d) {
+    if (static_cast<int64_t>(shards[d].size()) != shard_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TransferShardsToDevice: shard for device ", layout->devices[d]->id, " has ",
+          shards[d].size(), " bytes, expected ", shard_bytes, " (",
+          ElementTypeName(layout->global.type), DimsToString(layout->shard_dims), ")"));
+    }
+  }
+  std::vector<pjrt::Buffer> buffers(num_devices);
+  std::vector<pjrt::Event> done(num_devices);
+  SHARDRT_RETURN_IF_ERROR(ParallelFor(
+      pool, static_cast<int64_t>(num_devices), TransferCost(shard_bytes),
+      [&](int64_t begin, int64_t end) -> absl::Status {
+        for (int64_t d = begin; d < end; ++d) {
+          SHARDRT_ASSIGN_OR_RETURN(
+              pjrt::HostUpload upload,
+              pjrt::Buffer::FromHost(*client, shards[d].data(), layout->global.type,
+                                     layout->shard_dims, *layout->devices[d],
+                                     pjrt::HostBufferSemantics::kImmutableUntilTransferCompletes));
+          buffers[d] = std::move(upload.buffer);
+          done[d] = std::move(upload.done_with_host_buffer);
+        }
+        return absl::OkStatus();
+      }));
+  for (pjrt::Event& e : done) SHARDRT_RETURN_IF_ERROR(e.Await());
+  return Data::Create(client, std::move(layout), std::move(buffers));
+}
+
+absl::StatusOr<std::vector<HostArray>> TransferFromDevice(ThreadPool* pool,
+                                                          std::span<const DataPtr> data) {
+  static Metric* const time =
+GlobalMetrics().GetMetric(kTransferFromDeviceTime, MetricRepr::kTime);
+  static Metric* const bytes_out = GlobalMetrics().GetMetric(kOutboundData, MetricRepr::kBytes);
+  ScopedTimer timer(time);
+  struct Download {
+    size_t data = 0;
+    size_t device = 0;
+  };
+  std::vector<Download> downloads;
+  std::vector<std::vector<std::vector<std::byte>>> host_shards(data.size());
+  int64_t total_bytes = 0;
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (data[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("TransferFromDevice: data ", i, " is null"));
+    }
+    SHARDRT_RETURN_IF_ERROR(data[i]->Await());
+    const DataLayout& layout = data[i]->layout();
+    const ShardGeometry& g = layout.geometry;
+    SHARDRT_ASSIGN_OR_RETURN(int64_t shard_elems, NumElements(layout.shard_dims));
+    const int64_t shard_bytes = shard_elems * ElementSizeInBytes(layout.global.type);
+    host_shards[i].resize(layout.devices.size());
+    for (int64_t t = 0; t < g.num_tiles(); ++t) {
+      const int64_t d = g.tile_devices(t)[0];  // replica 0 of each tile
+      host_shards[i][d].resize(shard_bytes);
+      downloads.push_back({i, static_cast<size_t>(d)});
+      total_bytes += shard_bytes;
+    }
+  }
+  const int64_t per = downloads.empty() ? 0 : total_bytes / static_cast<int64_t>(downloads.size());
+  SHARDRT_RETURN_IF_ERROR(ParallelFor(
+      pool, static_cast<int64_t>(downloads.size()), TransferCost(per),
+      [&](int64_t begin, int64_t end) -> absl::Status {
+        for (int64_t k = begin; k < end; ++k) {
+          const Download& dl = downloads[k];
+          const ShardBuffers* buffers = data[dl.data]->buffers();
+          if (buffers == nullptr) return data[dl.data]->Usable();
+          std::vector<std::byte>& dst = host_shards[dl.data][dl.device];
+          SHARDRT_ASSIGN_OR_RETURN(pjrt::Event event,
+                                   buffers->buffers[dl.device].ToHost(dst.data(), dst.size()));
+          SHARDRT_RETURN_IF_ERROR(event.Await());
+        }
+        return absl::OkStatus();
+      }));
+  std::vector<HostArray> out(data.size());
+  for (size_t i = 0; i < data.size(); ++i) {
+    const DataLayout& layout = data[i]->layout();
+    const ShardGeometry& g = layout.geometry;
+    std::vector<std::span<const std::byte>> spans(layout.devices.size());
+    for (int64_t t = 0; t < g.num_tiles(); ++t) {
+      std::span<const int64_t> devices = g.tile_devices(t);
+      for (int64_t d : devices) spans[d] = host_shards[i][devices[0]];
+    }
+    out[i].type = layout.global.type;
+    out[i].dims = layout.global.dims;
+    SHARDRT_ASSIGN_OR_RETURN(out[i].data, AssembleHostArray(g, layout.global.type, spans,
+                                                            ShardPadding::kPadded));
+  }
+  bytes_out->AddSample(static_cast<double>(total_bytes));
+  return out;
+}
+
+}  // namespace shardrt

@@ -1,0 +1,296 @@
+// ExecuteReplicated on sharded data, on the real plugin with 8 CPU devices, checked against
+// host computations.
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "base/metrics.h"
+#include "client_test_util.h"
+#include "pjrt/executable.h"
+
+namespace shardrt {
+namespace {
+
+using namespace shardrt::testing;
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+class ExecuteReplicatedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    client_ = MakeClient();
+    ASSERT_NE(client_, nullptr);
+  }
+  std::unique_ptr<ComputationClient> client_;
+};
+
+TEST_F(ExecuteReplicatedTest, PartiallyReplicatedMatmulMatchesHost) {
+  ComputationPtr c = CompileTestProgram(*client_, "partial_replication_matmul.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->parameter_layout(0)->sharding.ToString(),
+            "{devices=[4,1,2]<=[8] last_tile_dim_replicate}");
+  EXPECT_EQ(c->parameter_layout(0)->shard_dims, (std::vector<int64_t>{2, 6}));
+  std::vector<float> x = RandomFloats(8 * 6, 1), w = RandomFloats(6 * 4, 2);
+  DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {8, 6}, x),
+                      c->parameter_layout(0)->sharding);
+  DataPtr dw = Upload(*client_, MakeArray(ElementType::kF32, {6, 4}, w), Sharding::Replicated());
+  auto out = client_->ExecuteReplicated(*c, {dx, dw});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0]->sharding(), c->output_layout(0)->sharding);
+  std::vector<float> y = Values<float>(Download(*client_, (*out)[0]));
+  ASSERT_EQ(y.size(), 32u);
+  for (int r = 0; r < 8; ++r) {
+    for (int col = 0; col < 4; ++col) {
+      double e = 0;
+      for (int k = 0; k < 6; ++k) e += double(x[r * 6 + k]) * w[k * 4 + col];
+      EXPECT_NEAR(y[r * 4 + col], e, 1e-5);
+    }
+  }
+}
+
+TEST_F(ExecuteReplicatedTest, UnevenShardsAndTwoOutputsWithDifferentShardings) {
+  ComputationPtr c = CompileTestProgram(*client_, "uneven_two_outputs.mlir", 4);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->parameter_layout(0)->shard_dims, (std::vector<int64_t>{3, 3}));  // padded
+  EXPECT_TRUE(c->output_layout(1)->sharding.IsReplicated());
+  std::vector<float> x = RandomFloats(30, 3);
+  DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {10, 3}, x),
+                      MustParse("{devices=[4,1]<=[4]}"), 4);
+  auto out = client_->ExecuteReplicated(*c, {dx});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> y = Values<float>(Download(*client_, (*out)[0]));
+  std::vector<float> s = Values<float>(Download(*client_, (*out)[1]));
+  ASSERT_EQ(y.size(), 30u);
+  ASSERT_EQ(s.size(), 3u);
+  for (int i = 0; i < 30; ++i) EXPECT_FLOAT_EQ(y[i], 2 * x[i] + 1);
+  for (int col = 0; col < 3; ++col) {
+    double e = 0;
+    for (int r = 0; r < 10; ++r) e += x[r * 3 + col];
+    EXPECT_NEAR(s[col], e, 1e-5) << "padding rows must not leak into the sum";
+  }
+}
+
+TEST_F(ExecuteReplicatedTest, IntegerTypesAndReplicatedArguments) {
+  ComputationPtr c = CompileTestProgram(*client_, "int_ops.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  std::vector<int32_t> x(64), b = {5, -7, 1 << 20, 0};
+  std::mt19937 rng(4);
+  for (int32_t& v : x) v = static_cast<int32_t>(rng() % 2001) - 1000;
+  DataPtr dx = Upload(*client_, MakeArray(ElementType::kS32, {16, 4}, x),
+                      MustParse("{devices=[8,1]<=[8]}"));
+  DataPtr db = Upload(*client_, MakeArray(ElementType::kS32, {4}, b), Sharding::Replicated());
+  auto out = client_->ExecuteReplicated(*c, {dx, db});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<int32_t> y = Values<int32_t>(Download(*client_, (*out)[0]));
+  std::vector<int32_t> m = Values<int32_t>(Download(*client_, (*out)[1]));
+  for (int r = 0; r < 16; ++r)
+    for (int col = 0; col < 4; ++col) EXPECT_EQ(y[r * 4 + col], 3 * x[r * 4 + col] + b[col]);
+  for (int col = 0; col < 4; ++col) {
+    int32_t e = x[col];
+    for (int r = 1; r < 16; ++r) e = std::max(e, x[r * 4 + col]);
+    EXPECT_EQ(m[col], e);
+  }
+}
+
+TEST_F(ExecuteReplicatedTest, ReshardRoundTripsAndReplicate) {
+  std::vector<float> x = RandomFloats(16 * 6, 5);
+  HostArray host = MakeArray(ElementType::kF32, {16, 6}, x);
+  const char* shardings[] = {"{devices=[8,1]<=[8]}", "{devices=[2,4]<=[8]}",
+                             "{devices=[4,2]<=[2,4]T(1,0)}",
+                             "{devices=[1,2,4]<=[8] last_tile_dim_replicate}", "{replicated}",
+                             "{devices=[8,1]<=[8]}"};
+  DataPtr current = Upload(*client_, host, MustParse(shardings[0]));
+  for (size_t i = 1; i < std::size(shardings); ++i) {
+    auto next = client_->ReshardData(current, MustParse(shardings[i]));
+    ASSERT_TRUE(next.ok()) << shardings[i] << ": " << next.status();
+    EXPECT_EQ((*next)->sharding(), MustParse(shardings[i]));
+    EXPECT_EQ(Values<float>(Download(*client_, *next)), x) << shardings[i];
+    current = *next;
+  }
+  int64_t before = GlobalMetrics().CounterValue(kReplicateShardedData);
+  auto replicated = client_->ReplicateShardedData(current);
+  ASSERT_TRUE(replicated.ok()) << replicated.status();
+  EXPECT_TRUE((*replicated)->sharding().IsReplicated());
+  EXPECT_EQ(Values<float>(Download(*client_, *replicated)), x);
+  EXPECT_EQ(GlobalMetrics().CounterValue(kReplicateShardedData), before + 1);
+  // The reshard program is compiled once per layout pair: a second replicate is a cache hit.
+  int64_t cached = GlobalMetrics().CounterValue(kCachedCompile);
+  ASSERT_TRUE(client_->ReplicateShardedData(current).ok());
+  EXPECT_EQ(GlobalMetrics().CounterValue(kCachedCompile), cached + 1);
+}
+
+TEST_F(ExecuteReplicatedTest, PlaceholdersAreFilledByAssign) {
+  ComputationPtr c = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  DataPtr placeholder = client_->CreateDataPlaceholder(c->output_layout(0));
+  EXPECT_EQ(placeholder->state(), Data::State::kPending);
+  // Using an unfilled placeholder is an error, not a crash.
+  auto early = client_->ExecuteReplicated(*c, {placeholder});
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition) << early.status();
+
+  std::vector<float> x = RandomFloats(64, 6);
+  DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x),
+                      MustParse("{devices=[8,1]<=[8]}"));
+  std::thread filler([&] {
+    auto out = client_->ExecuteReplicated(*c, {dx});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_TRUE(placeholder->Assign(*(*out)[0]).ok());
+  });
+  ASSERT_TRUE(placeholder->Await().ok());
+  filler.join();
+  std::vector<float> y = Values<float>(Download(*client_, placeholder));
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], x[i] + 1);
+  // A second Assign, or one with another layout, is an error.
+  DataPtr other = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x), Sharding::Replicated());
+  EXPECT_FALSE(placeholder->Assign(*other).ok());
+  DataPtr wrong = client_->CreateDataPlaceholder(c->output_layout(0));
+  absl::Status mismatch = wrong->Assign(*other);
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.message().find("placeholder expects f32[16,4] {devices=[8,1]<=[8]}"),
+            absl::string_view::npos)
+      << mismatch;
+  // A failed placeholder reports its error.
+  DataPtr failed = client_->CreateDataPlaceholder(c->output_layout(0));
+  failed->Fail(absl::InternalError("step 3 failed"));
+  EXPECT_EQ(failed->Await().message(), "step 3 failed");
+}
+
+TEST_F(ExecuteReplicatedTest, DonatedInputIsUnusableAfterwards) {
+  ComputationPtr c = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->donates_parameter(0));
+  std::vector<float> x = RandomFloats(64, 7);
+  HostArray host = MakeArray(ElementType::kF32, {16, 4}, x);
+  DataPtr dx = Upload(*client_, host, MustParse("{devices=[8,1]<=[8]}"));
+  auto out = client_->ExecuteReplicated(*c, {dx});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(dx->state(), Data::State::kDonated);
+  auto again = client_->ExecuteReplicated(*c, {dx});
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.status().message().find("argument 0: data f32[16,4]"), absl::string_view::npos);
+  EXPECT_NE(again.status().message().find("was donated"), absl::string_view::npos)
+      << again.status();
+  // Chaining the output works and keeps computing.
+  auto out2 = client_->ExecuteReplicated(*c, {(*out)[0]});
+  ASSERT_TRUE(out2.ok());
+  std::vector<float> y = Values<float>(Download(*client_, (*out2)[0]));
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], x[i] + 2);
+  // Per-call non-donatable index keeps the input alive.
+  DataPtr kept = Upload(*client_, host, MustParse("{devices=[8,1]<=[8]}"));
+  ExecuteReplicatedOptions options;
+  options.non_donatable_input_indices = {0};
+  ASSERT_TRUE(client_->ExecuteReplicated(*c, {kept}, options).ok());
+  EXPECT_EQ(kept->state(), Data::State::kReady);
+  EXPECT_EQ(Values<float>(Download(*client_, kept)), x);
+}
+
+TEST_F(ExecuteReplicatedTest, NoExecutableIntrospectionOnTheHotPath) {
+  ComputationPtr c = CompileTestProgram(*client_, "int_ops.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  DataPtr dx = Upload(*client_, MakeArray(ElementType::kS32, {16, 4}, std::vector<int32_t>(64, 1)),
+                      MustParse("{devices=[8,1]<=[8]}"));
+  DataPtr db = Upload(*client_, MakeArray(ElementType::kS32, {4}, std::vector<int32_t>(4, 2)),
+                      Sharding::Replicated());
+  ASSERT_TRUE(client_->ExecuteReplicated(*c, {dx, db}).ok());
+  const int64_t after_one = GlobalMetrics().CounterValue(kExecutableIntrospection);
+  EXPECT_GT(after_one, 0) << "compiling does introspect, and is counted";
+  for (int i = 0; i < 99; ++i) ASSERT_TRUE(client_->ExecuteReplicated(*c, {dx, db}).ok());
+  EXPECT_EQ(GlobalMetrics().CounterValue(kExecutableIntrospection), after_one);
+}
+
+TEST_F(ExecuteReplicatedTest, EightThreadsExecuteConcurrentlyOnSharedInputs) {
+  ComputationPtr c = CompileTestProgram(*client_, "int_ops.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  std::vector<int32_t> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = i;
+  DataPtr dx = Upload(*client_, MakeArray(ElementType::kS32, {16, 4}, x),
+                      MustParse("{devices=[8,1]<=[8]}"));
+  DataPtr db = Upload(*client_, MakeArray(ElementType::kS32, {4}, std::vector<int32_t>{1, 2, 3, 4}),
+                      Sharding::Replicated());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int k = 0; k < 10; ++k) {
+        auto out = client_->ExecuteReplicated(*c, {dx, db});
+        if (!out.ok()) {
+          ++failures;
+          continue;
+        }
+        auto host = client_->TransferFromDevice(*out);
+        if (!host.ok() || Values<int32_t>((*host)[0])[5] != 3 * 5 + 2) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(ExecuteReplicatedTest, BadArgumentsAreClearErrors) {
+  ComputationPtr c = CompileTestProgram(*client_, "int_ops.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  HostArray xs = MakeArray(ElementType::kS32, {16, 4}, std::vector<int32_t>(64, 1));
+  DataPtr dx = Upload(*client_, xs, MustParse("{devices=[8,1]<=[8]}"));
+  DataPtr db = Upload(*client_, MakeArray(ElementType::kS32, {4}, std::vector<int32_t>(4, 2)),
+                      Sharding::Replicated());
+  // Wrong count.
+  auto count = client_->ExecuteReplicated(*c, {dx});
+  EXPECT_NE(count.status().message().find("got 1 arguments, expected 2"), absl::string_view::npos)
+      << count.status();
+  // Wrong sharding, without and with resharding.
+  DataPtr dx_cols = Upload(*client_, xs, MustParse("{devices=[2,4]<=[8]}"));
+  auto sharding = client_->ExecuteReplicated(*c, {dx_cols, db});
+  EXPECT_EQ(sharding.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(sharding.status().message().find(
+                "argument 0 expected s32[16,4] {devices=[8,1]<=[8]} on 8 devices, got s32[16,4] "
+                "{devices=[2,4]<=[8]} on 8 devices"),
+            absl::string_view::npos)
+      << sharding.status();
+  ExecuteReplicatedOptions reshard;
+  reshard.resharding = ArgumentResharding::kReshardCopy;
+  auto resharded = client_->ExecuteReplicated(*c, {dx_cols, db}, reshard);
+  ASSERT_TRUE(resharded.ok()) << resharded.status();
+  EXPECT_EQ(Values<int32_t>(Download(*client_, (*resharded)[0]))[0], 5);
+  // Wrong dtype.
+  DataPtr dx_f32 = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, std::vector<float>(64)),
+                          MustParse("{devices=[8,1]<=[8]}"));
+  auto dtype = client_->ExecuteReplicated(*c, {dx_f32, db});
+  EXPECT_NE(dtype.status().message().find("expected s32[16,4]"), absl::string_view::npos);
+  EXPECT_NE(dtype.status().message().find("got f32[16,4]"), absl::string_view::npos)
+      << dtype.status();
+  // Null argument.
+  auto null_arg = client_->ExecuteReplicated(*c, {dx, nullptr});
+  EXPECT_NE(null_arg.status().message().find("argument 1 is null"), absl::string_view::npos);
+  // Data of another client.
+  auto plugin = pjrt::Plugin::Load(pjrt::Plugin::DefaultPath());
+  ASSERT_TRUE(plugin.ok());
+  auto other_pjrt = pjrt::Client::Create(*plugin, {.cpu_device_count = 8});
+  ASSERT_TRUE(other_pjrt.ok()) << other_pjrt.status();
+  auto other = ComputationClient::Create(*other_pjrt);
+  ASSERT_TRUE(other.ok());
+  DataPtr foreign = Upload(**other, xs, MustParse("{devices=[8,1]<=[8]}"));
+  auto cross = client_->ExecuteReplicated(*c, {foreign, db});
+  EXPECT_NE(cross.status().message().find("argument 0 belongs to another client"),
+            absl::string_view::npos)
+      << cross.status();
+  // After all these errors the good call still works.
+  EXPECT_TRUE(client_->ExecuteReplicated(*c, {dx, db}).ok());
+}
+
+TEST_F(ExecuteReplicatedTest, CompileCacheHitsOnTheSameProgram) {
+  int64_t cached = GlobalMetrics().CounterValue(kCachedCompile);
+  ComputationPtr a = CompileTestProgram(*client_, "uneven_two_outputs.mlir", 4);
+  ComputationPtr b = CompileTestProgram(*client_, "uneven_two_outputs.mlir", 4);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(GlobalMetrics().CounterValue(kCachedCompile), cached + 1);
+}
+
+}  // namespace
+}  // namespace shardrt
