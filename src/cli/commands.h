@@ -14,5 +14,8 @@ namespace shardrt::cli {
 [[nodiscard]] absl::Status DevicesCommand(const std::vector<std::string>& args);
 // shardrt shard-info --shape 8,7 --sharding TEXT [--devices N] [--json]
 [[nodiscard]] absl::Status ShardInfoCommand(const std::vector<std::string>& args);
+// shardrt run PROGRAM.mlir --devices N [--arg FILE.npy[@SHARDING]]... [--out DIR] [--repeat K]
+//             [--metrics] [--plugin PATH] [--partitioner gspmd|shardy]
+[[nodiscard]] absl::Status RunCommand(const std::vector<std::string>& args);
 
 }  // namespace shardrt::cli

@@ -13,7 +13,9 @@ constexpr char kUsage[] =
     "usage: shardrt <command> [flags]\n"
     "commands:\n"
     "  devices     [--devices N] [--plugin PATH] [--json]\n"
-    "  shard-info  --shape D0,D1,... --sharding TEXT [--devices N] [--json]\n";
+    "  shard-info  --shape D0,D1,... --sharding TEXT [--devices N] [--json]\n"
+    "  run         PROGRAM.mlir --devices N [--arg FILE.npy[@SHARDING]]... [--out DIR]\n"
+    "              [--repeat K] [--metrics] [--plugin PATH] [--partitioner gspmd|shardy]\n";
 
 struct Command {
   const char* name;
@@ -23,6 +25,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"devices", shardrt::cli::DevicesCommand},
     {"shard-info", shardrt::cli::ShardInfoCommand},
+    {"run", shardrt::cli::RunCommand},
 };
 
 }  // namespace

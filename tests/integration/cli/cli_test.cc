@@ -1,0 +1,110 @@
+// The CLI binary end to end: `shardrt run` on .npy files and `shardrt devices --json`, checked
+// against host computations; bad input exits non-zero with one line on stderr.
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "cli/npy.h"
+#include "gtest/gtest.h"
+
+namespace shardrt::cli {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs the CLI with `args`; stdout (and stderr when `merge`) captured.
+Result RunCli(const std::string& args, bool merge = false) {
+  std::string cmd = std::string(SHARDRT_CLI_PATH) + " " + args + (merge ? " 2>&1" : " 2>/dev/null");
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(pipe);
+  r.exit_code = WEXITSTATUS(status);
+  return r;
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/shardrt_cli_test_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+TEST(CliTest, DevicesJsonListsEightDevices) {
+  Result r = RunCli("devices --devices 8 --json");
+  ASSERT_EQ(r.exit_code, 0);
+  size_t count = 0;
+  for (size_t pos = 0; (pos = r.out.find("\"kind\": \"cpu\"", pos)) != std::string::npos; ++pos) ++count;
+  EXPECT_EQ(count, 8u) << r.out;
+  EXPECT_NE(r.out.find("\"id\": 7"), std::string::npos);
+  EXPECT_NE(r.out.find("\"process_index\": 0"), std::string::npos);
+}
+
+TEST(CliTest, RunWritesGlobalOutputsThatMatchTheHost) {
+  const std::string dir = TempDir();
+  NpyArray x{ElementType::kF32, {10, 3}, std::vector<uint8_t>(120)};
+  float* xv = reinterpret_cast<float*>(x.data.data());
+  for (int i = 0; i < 30; ++i) xv[i] = 0.25f * i - 3.0f;
+  ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
+  Result r = RunCli("run " SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir --devices 4 --arg " +
+                    dir + "/x.npy --out " + dir + "/out --repeat 3 --metrics");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Metric: ExecuteReplicatedTime"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  TotalSamples: 3"), std::string::npos) << r.out;
+  auto y = ReadNpy(dir + "/out/output_0.npy");
+  auto s = ReadNpy(dir + "/out/output_1.npy");
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(y->shape, (std::vector<int64_t>{10, 3}));
+  EXPECT_EQ(s->shape, (std::vector<int64_t>{3}));
+  const float* yv = reinterpret_cast<const float*>(y->data.data());
+  const float* sv = reinterpret_cast<const float*>(s->data.data());
+  for (int i = 0; i < 30; ++i) EXPECT_FLOAT_EQ(yv[i], 2 * xv[i] + 1);
+  for (int c = 0; c < 3; ++c) {
+    float e = 0;
+    for (int row = 0; row < 10; ++row) e += xv[row * 3 + c];
+    EXPECT_NEAR(sv[c], e, 1e-4);
+  }
+  // An explicit argument sharding differing from the program's is resharded on device.
+  Result resharded = RunCli("run " SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir --devices 4 "
+                            "--arg '" + dir + "/x.npy@{devices=[2,2]<=[4]}' --out " + dir + "/out2");
+  ASSERT_EQ(resharded.exit_code, 0) << resharded.out;
+  auto y2 = ReadNpy(dir + "/out2/output_0.npy");
+  ASSERT_TRUE(y2.ok());
+  EXPECT_EQ(y2->data, y->data);
+}
+
+TEST(CliTest, BadInputIsOneLineOnStderrAndNonZeroExit) {
+  const std::string dir = TempDir();
+  NpyArray wrong{ElementType::kF64, {10, 3}, std::vector<uint8_t>(240)};
+  ASSERT_TRUE(WriteNpy(dir + "/wrong.npy", wrong).ok());
+  const std::string program = SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir";
+  struct Case {
+    std::string args;
+    std::string expected;
+  } cases[] = {
+      {"run " + program + " --devices 4 --arg " + dir + "/wrong.npy",
+       "argument 0 (" + dir + "/wrong.npy): expected f32[10,3], got f64[10,3]"},
+      {"run " + program + " --devices 4", "takes 1 arguments, got 0 --arg"},
+      {"run " + program + " --devices 8 --arg " + dir + "/wrong.npy",
+       "declares mhlo.num_partitions = 4 but --devices is 8"},
+      {"run " + program + " --devices 4 --arg " + dir + "/missing.npy", "missing.npy"},
+      {"run /nonexistent.mlir --devices 4", "cannot read '/nonexistent.mlir'"},
+      {"devices --plugin /nonexistent.so", "does not exist"},
+      {"devices --bogus", "unknown flag --bogus"},
+  };
+  for (const Case& c : cases) {
+    Result r = RunCli(c.args, /*merge=*/true);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.expected), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << "\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace shardrt::cli
