@@ -17,5 +17,8 @@ namespace shardrt::cli {
 // shardrt run PROGRAM.mlir --devices N [--arg FILE.npy[@SHARDING]]... [--out DIR] [--repeat K]
 //             [--metrics] [--plugin PATH] [--partitioner gspmd|shardy]
 [[nodiscard]] absl::Status RunCommand(const std::vector<std::string>& args);
+// shardrt demo [--devices N] [--tokens T] [--layers L] [--d-model D] [--seed S] [--trace FILE]
+//              [--metrics] [--plugin PATH]
+[[nodiscard]] absl::Status DemoCommand(const std::vector<std::string>& args);
 
 }  // namespace shardrt::cli

@@ -20,24 +20,19 @@ ParallelCost TransferCost(int64_t bytes) {
 struct UploadTask {
   size_t array = 0;
   size_t device = 0;
-  const std::byte* origin = nullptr;
-  std::vector<int64_t> byte_strides;  // empty: dense
+  const std::byte* origin = nullptr;  // dense row-major shard bytes
 };
 
+// A row-major shard is one contiguous run of the global array when, for its first dim k that
+// is not whole, every dim before k has extent 1 and every dim after k is whole.
 bool ShardIsContiguous(const ShardGeometry& g, int64_t d) {
-  // Row-major shard is contiguous when every dim after the first split one is whole.
-  bool split_seen = false;
-  for (int64_t i = 0; i < g.rank(); ++i) {
-    const int64_t extent = g.limit(d)[i] - g.start(d)[i];
-    if (split_seen && extent != g.shape()[i]) return false;
-    if (extent != g.shape()[i]) split_seen = true;
+  int64_t k = 0;
+  while (k < g.rank() && g.limit(d)[k] - g.start(d)[k] == g.shape()[k]) ++k;
+  for (int64_t i = 0; i < k; ++i) {
+    if (g.shape()[i] != 1 && k < g.rank()) return false;
   }
-  return true;
-}
-
-bool IsEven(const ShardGeometry& g) {
-  for (int64_t d = 0; d < g.num_devices(); ++d) {
-    if (!g.holds_data(d) || g.exact_shape(d) != g.shard_shape()) return false;
+  for (int64_t i = k + 1; i < g.rank(); ++i) {
+    if (g.limit(d)[i] - g.start(d)[i] != g.shape()[i]) return false;
   }
   return true;
 }
@@ -76,8 +71,15 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
     }
     total_bytes += expected;
     const ShardGeometry& g = layout.geometry;
-    const bool even = IsEven(g);
-    if (!even) {
+    // Shards that are contiguous runs of the caller's array go up straight from it; others
+    // (column blocks, padded uneven shards) are first copied into dense shards. (A strided
+    // host view would save that copy, but the CPU plugin then keeps a non-default device
+    // layout that executions misread.)
+    bool direct = true;
+    for (int64_t d = 0; d < g.num_devices() && direct; ++d) {
+      direct = g.holds_data(d) && g.exact_shape(d) == g.shard_shape() && ShardIsContiguous(g, d);
+    }
+    if (!direct) {
       SHARDRT_ASSIGN_OR_RETURN(padded[i],
                                SplitHostArray(g, a.type, a.data, ShardPadding::kPadded));
     }
@@ -85,12 +87,11 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
     std::vector<int64_t> strides(g.rank(), elem);
     for (int64_t k = g.rank() - 2; k >= 0; --k) strides[k] = strides[k + 1] * g.shape()[k + 1];
     for (size_t d = 0; d < layout.devices.size(); ++d) {
-      UploadTask task{i, d, nullptr, {}};
-      if (even) {
+      UploadTask task{i, d, nullptr};
+      if (direct) {
         int64_t offset = 0;
         for (int64_t k = 0; k < g.rank(); ++k) offset += g.start(d)[k] * strides[k];
         task.origin = a.data.data() + offset;
-        if (!ShardIsContiguous(g, d)) task.byte_strides = strides;
       } else {
         task.origin = padded[i][d].data();
       }
@@ -108,9 +109,9 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
           const DataLayout& layout = *layouts[task.array];
           SHARDRT_ASSIGN_OR_RETURN(
               pjrt::HostUpload upload,
-              pjrt::Buffer::FromHostStrided(
+              pjrt::Buffer::FromHost(
                   *client, task.origin, layout.global.type, layout.shard_dims,
-                  task.byte_strides, *layout.devices[task.device],
+                  *layout.devices[task.device],
                   pjrt::HostBufferSemantics::kImmutableUntilTransferCompletes));
           buffers[t] = std::move(upload.buffer);
           done[t] = std::move(upload.done_with_host_buffer);

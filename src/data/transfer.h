@@ -1,8 +1,8 @@
 // Transfers between host arrays and (sharded) device data, in parallel over shards.
 //
-// To device: each device receives only its own shard. Evenly sharded and replicated arrays are
-// uploaded straight from the caller's memory (a strided view per shard, no host copy); unevenly
-// sharded ones are first split into zero-padded shards. From device: one replica of each tile
+// To device: each device receives only its own shard. When every shard is a contiguous run of
+// the caller's array (row blocks, replicated) shards go up straight from the caller's memory;
+// otherwise the array is first split into dense, zero-padded shards on the host. From device: one replica of each tile
 // is downloaded and the global array is assembled on the host (no device-side gather).
 //
 // All functions block until the transfers are complete, are thread-safe, and run their

@@ -27,19 +27,6 @@ absl::StatusOr<HostUpload> Buffer::FromHost(const Client& client, const void* da
                                             ElementType type, absl::Span<const int64_t> dims,
                                             const Device& device,
                                             HostBufferSemantics semantics) {
-  return FromHostStrided(client, data, type, dims, {}, device, semantics);
-}
-
-absl::StatusOr<HostUpload> Buffer::FromHostStrided(const Client& client, const void* data,
-                                                   ElementType type,
-                                                   absl::Span<const int64_t> dims,
-                                                   absl::Span<const int64_t> byte_strides,
-                                                   const Device& device,
-                                                   HostBufferSemantics semantics) {
-  if (!byte_strides.empty() && byte_strides.size() != dims.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("Buffer::FromHost: ", byte_strides.size(),
-                                                   " byte strides for ", dims.size(), " dims"));
-  }
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0) {
       return absl::InvalidArgumentError(
@@ -54,8 +41,6 @@ absl::StatusOr<HostUpload> Buffer::FromHostStrided(const Client& client, const v
   args.type = pjrt_type;
   args.dims = dims.data();
   args.num_dims = dims.size();
-  args.byte_strides = byte_strides.empty() ? nullptr : byte_strides.data();
-  args.num_byte_strides = byte_strides.size();
   switch (semantics) {
     case HostBufferSemantics::kImmutableOnlyDuringCall:
       args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;

@@ -44,13 +44,6 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer() { Reset(); }
 
-  // As FromHost, for a strided host array: `byte_strides[i]` bytes between consecutive
-  // indices of dim i (empty: dense row-major). `data` points at element (0, ..., 0).
-  [[nodiscard]] static absl::StatusOr<HostUpload> FromHostStrided(
-      const Client& client, const void* data, ElementType type, absl::Span<const int64_t> dims,
-      absl::Span<const int64_t> byte_strides, const Device& device,
-      HostBufferSemantics semantics);
-
   // Starts copying a dense row-major host array to `device`. Errors: InvalidArgument for a
   // negative dimension or an unsupported type; the plugin's error otherwise.
   [[nodiscard]] static absl::StatusOr<HostUpload> FromHost(const Client& client, const void* data,

@@ -108,3 +108,35 @@ TEST(CliTest, BadInputIsOneLineOnStderrAndNonZeroExit) {
 
 }  // namespace
 }  // namespace shardrt::cli
+
+namespace shardrt::cli {
+namespace {
+
+std::string Line(const std::string& out, const std::string& prefix) {
+  size_t pos = out.find(prefix);
+  if (pos == std::string::npos) return "";
+  return out.substr(pos, out.find('\n', pos) - pos);
+}
+
+TEST(CliTest, DemoGeneratesTheSameTokensOnOneAndEightDevices) {
+  Result one = RunCli("demo --devices 1 --tokens 24 --seed 7");
+  Result eight = RunCli("demo --devices 8 --tokens 24 --seed 7 --metrics");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  ASSERT_EQ(eight.exit_code, 0) << eight.out;
+  const std::string tokens = Line(one.out, "tokens: ");
+  ASSERT_FALSE(tokens.empty()) << one.out;
+  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ' '), 24);
+  EXPECT_EQ(tokens, Line(eight.out, "tokens: "));
+  EXPECT_NE(Line(eight.out, "decoded 24 tokens in ").find("tokens/s)"), std::string::npos);
+  EXPECT_NE(eight.out.find("Metric: ExecuteReplicatedTime"), std::string::npos);
+  // A different seed gives a different model and sequence.
+  Result other = RunCli("demo --devices 8 --tokens 24 --seed 8");
+  EXPECT_NE(Line(other.out, "tokens: "), tokens);
+  // Bad sizes are clear errors: 8 heads do not split over 3 devices.
+  Result bad = RunCli("demo --devices 3", /*merge=*/true);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+}
+
+}  // namespace
+}  // namespace shardrt::cli
