@@ -1,10 +1,12 @@
 #include "client/computation_client.h"
 
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
 #include "base/status_macros.h"
+#include "base/trace.h"
 #include "client/program_signature.h"
 #include "data/transfer.h"
 #include "sharding/text.h"
@@ -117,6 +119,8 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
   }
   ScopedTimer timer(compile_time);
   const std::string name = request.name.empty() ? "computation" : request.name;
+  TraceSpan span("Compile", "client");
+  span.AddArg("computation", name);
   SHARDRT_ASSIGN_OR_RETURN(std::optional<ProgramSignature> signature,
                            ParseProgramSignature(request.program));
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<pjrt::LoadedExecutable> executable,
@@ -139,6 +143,8 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::ExecuteReplicated(
   static Metric* const time =
       GlobalMetrics().GetMetric(kExecuteReplicatedTime, MetricRepr::kTime);
   ScopedTimer timer(time);
+  TraceSpan span("ExecuteReplicated", "client");
+  span.AddArg("computation", computation.name());
   return Execute(computation, arguments, options);
 }
 
@@ -152,6 +158,8 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::ExecuteComputation(
         " devices; use ExecuteReplicated"));
   }
   ScopedTimer timer(time);
+  TraceSpan span("ExecuteComputation", "client");
+  span.AddArg("computation", computation.name());
   return Execute(computation, arguments, options);
 }
 
@@ -182,6 +190,7 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
   }
 
   // 1. Check every argument against its cached layout and fill column i of the matrix.
+  std::optional<TraceSpan> phase(std::in_place, "ArgumentPlumbing", "client");
   std::vector<PJRT_Buffer*> matrix(num_devices * num_args);
   SHARDRT_RETURN_IF_ERROR(ParallelFor(
       pool_, static_cast<int64_t>(num_args),
@@ -216,6 +225,7 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
       }));
 
   // 2. One PJRT Execute for every device.
+  phase.emplace("PjrtExecute", "client");
   std::vector<PJRT_Buffer* const*> argument_lists(num_devices);
   std::vector<PJRT_Buffer*> outputs(num_devices * num_outputs, nullptr);
   std::vector<PJRT_Buffer**> output_lists(num_devices);
@@ -236,6 +246,7 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
   }
 
   // 4. Wrap each output's per-device buffers with its cached layout.
+  phase.emplace("OutputWrapping", "client");
   std::vector<DataPtr> results(num_outputs);
   const PJRT_Api* api = client_->api();
   SHARDRT_RETURN_IF_ERROR(ParallelFor(
