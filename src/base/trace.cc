@@ -104,6 +104,42 @@ std::string JsonNumber(double v) {
   return absl::StrFormat("%.17g", v);
 }
 
+void AddAsyncSpanTo(TraceRecorder::Storage& storage, absl::string_view name,
+                    absl::string_view category, uint64_t id, int64_t start_ns, int64_t end_ns,
+                    std::vector<std::pair<std::string, std::string>> args) {
+  TraceEvent begin;
+  begin.phase = TraceEvent::Phase::kAsyncBegin;
+  begin.name = std::string(name);
+  begin.category = std::string(category);
+  begin.start_ns = start_ns;
+  begin.tid = TraceThreadId();
+  begin.id = id;
+  begin.args = std::move(args);
+  TraceEvent end = begin;
+  end.phase = TraceEvent::Phase::kAsyncEnd;
+  end.start_ns = std::max(end_ns, start_ns);
+  end.args.clear();
+  std::lock_guard<std::mutex> lock(storage.mu);
+  if (static_cast<int64_t>(storage.events.size()) + 2 > storage.max_events) {
+    storage.dropped += 2;
+    return;
+  }
+  storage.events.push_back(std::move(begin));
+  storage.events.push_back(std::move(end));
+}
+
+void AddCounterTo(TraceRecorder::Storage& storage, absl::string_view name,
+                  absl::string_view category, int64_t timestamp_ns, double value) {
+  TraceEvent e;
+  e.phase = TraceEvent::Phase::kCounter;
+  e.name = std::string(name);
+  e.category = std::string(category);
+  e.start_ns = timestamp_ns;
+  e.tid = TraceThreadId();
+  e.value = value;
+  storage.Add(std::move(e));
+}
+
 }  // namespace
 
 TraceRecorder::TraceRecorder(TraceOptions options)
@@ -155,37 +191,12 @@ void TraceRecorder::AddSpan(absl::string_view name, absl::string_view category, 
 void TraceRecorder::AddAsyncSpan(absl::string_view name, absl::string_view category, uint64_t id,
                                  int64_t start_ns, int64_t end_ns,
                                  std::vector<std::pair<std::string, std::string>> args) {
-  TraceEvent begin;
-  begin.phase = TraceEvent::Phase::kAsyncBegin;
-  begin.name = std::string(name);
-  begin.category = std::string(category);
-  begin.start_ns = start_ns;
-  begin.tid = TraceThreadId();
-  begin.id = id;
-  begin.args = std::move(args);
-  TraceEvent end = begin;
-  end.phase = TraceEvent::Phase::kAsyncEnd;
-  end.start_ns = std::max(end_ns, start_ns);
-  end.args.clear();
-  std::lock_guard<std::mutex> lock(storage_->mu);
-  if (static_cast<int64_t>(storage_->events.size()) + 2 > storage_->max_events) {
-    storage_->dropped += 2;
-    return;
-  }
-  storage_->events.push_back(std::move(begin));
-  storage_->events.push_back(std::move(end));
+  AddAsyncSpanTo(*storage_, name, category, id, start_ns, end_ns, std::move(args));
 }
 
 void TraceRecorder::AddCounter(absl::string_view name, absl::string_view category,
                                int64_t timestamp_ns, double value) {
-  TraceEvent e;
-  e.phase = TraceEvent::Phase::kCounter;
-  e.name = std::string(name);
-  e.category = std::string(category);
-  e.start_ns = timestamp_ns;
-  e.tid = TraceThreadId();
-  e.value = value;
-  storage_->Add(std::move(e));
+  AddCounterTo(*storage_, name, category, timestamp_ns, value);
 }
 
 std::vector<TraceEvent> TraceRecorder::Events() const {
@@ -300,6 +311,23 @@ TraceRecorder* CurrentTraceRecorder() {
 }
 
 bool TracingEnabled() { return g_enabled.load(std::memory_order_relaxed); }
+
+void TraceAsyncSpan(absl::string_view name, absl::string_view category, uint64_t id,
+                    int64_t start_ns, int64_t end_ns,
+                    std::vector<std::pair<std::string, std::string>> args) {
+  if (!g_enabled.load(std::memory_order_relaxed)) return;
+  std::shared_ptr<TraceRecorder::Storage> storage = CurrentStorage();
+  if (storage != nullptr) {
+    AddAsyncSpanTo(*storage, name, category, id, start_ns, end_ns, std::move(args));
+  }
+}
+
+void TraceCounter(absl::string_view name, absl::string_view category, int64_t timestamp_ns,
+                  double value) {
+  if (!g_enabled.load(std::memory_order_relaxed)) return;
+  std::shared_ptr<TraceRecorder::Storage> storage = CurrentStorage();
+  if (storage != nullptr) AddCounterTo(*storage, name, category, timestamp_ns, value);
+}
 
 int TraceThreadId() {
   if (t_tid == 0) t_tid = g_next_tid.fetch_add(1, std::memory_order_relaxed);

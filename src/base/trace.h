@@ -124,6 +124,14 @@ TraceRecorder* CurrentTraceRecorder();
 // True when a recorder is current (one relaxed atomic load).
 bool TracingEnabled();
 
+// Record into the current recorder, if any: as TraceRecorder::AddAsyncSpan / AddCounter, and
+// safe against a concurrent Stop (unlike calling them on CurrentTraceRecorder()).
+void TraceAsyncSpan(absl::string_view name, absl::string_view category, uint64_t id,
+                    int64_t start_ns, int64_t end_ns,
+                    std::vector<std::pair<std::string, std::string>> args = {});
+void TraceCounter(absl::string_view name, absl::string_view category, int64_t timestamp_ns,
+                  double value);
+
 // The calling thread's number in traces (1, 2, ... in order of first use in the process).
 int TraceThreadId();
 // Names the calling thread in traces written from now on (default: "thread <id>").

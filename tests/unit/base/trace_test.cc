@@ -95,6 +95,27 @@ TEST(TraceTest, StartStopRecordsSpansOfTheCurrentRecorder) {
   EXPECT_TRUE(events[1].args.empty());
 }
 
+TEST(TraceTest, FreeFunctionsRecordIntoTheCurrentRecorderOnly) {
+  TraceRecorder recorder;
+  TraceAsyncSpan("off", "test", 1, 0, 10);
+  TraceCounter("off", "test", 0, 1);
+  ASSERT_TRUE(recorder.Start().ok());
+  TraceAsyncSpan("wait", "test", 7, 100, 300, {{"k", "v"}});
+  TraceCounter("depth", "test", 200, 2.5);
+  recorder.Stop();
+  std::vector<TraceEvent> events = recorder.Events();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].phase, TraceEvent::Phase::kAsyncBegin);
+  EXPECT_EQ(events[0].start_ns, 100);
+  EXPECT_EQ(events[0].id, 7u);
+  EXPECT_EQ(events[0].args.size(), 1u);
+  EXPECT_EQ(events[1].phase, TraceEvent::Phase::kAsyncEnd);
+  EXPECT_EQ(events[1].start_ns, 300);
+  EXPECT_EQ(events[1].id, 7u);
+  EXPECT_EQ(events[2].phase, TraceEvent::Phase::kCounter);
+  EXPECT_EQ(events[2].value, 2.5);
+}
+
 TEST(TraceTest, OnlyOneRecorderIsCurrentAtATime) {
   TraceRecorder a, b;
   ASSERT_TRUE(a.Start().ok());
