@@ -1,5 +1,7 @@
 #include "base/metrics.h"
 
+#include "base/json_writer.h"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -63,25 +65,6 @@ std::string JsonNumber(double value) {
   return std::string(buffer, end);
 }
 
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
 
 absl::string_view ReprName(MetricRepr repr) {
   switch (repr) {

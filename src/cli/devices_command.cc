@@ -5,7 +5,7 @@
 #include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/json_writer.h"
+#include "base/json_writer.h"
 #include "pjrt/client.h"
 #include "pjrt/plugin.h"
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
+#include "base/json_writer.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "sharding/geometry.h"
@@ -57,22 +58,6 @@ absl::StatusOr<Shape> ParseShape(absl::string_view text) {
 
 std::string List(std::span<const int64_t> values) {
   return absl::StrCat("[", absl::StrJoin(values, ", "), "]");
-}
-
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      out += absl::StrFormat("\\u%04x", u);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 std::string Json(const ShardGeometry& g, const Sharding& sharding) {

@@ -273,21 +273,22 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
 absl::StatusOr<DataPtr> ComputationClient::ReshardData(const DataPtr& data,
                                                        const Sharding& sharding) {
   static Counter* const counter = CounterNamed(kReshardData);
-  if (data == nullptr) return absl::InvalidArgumentError("ReshardData: data is null");
-  SHARDRT_ASSIGN_OR_RETURN(
-      std::shared_ptr<const DataLayout> target,
-      DataLayout::Create(data->shape(), sharding, data->layout().devices));
   counter->Add(1);
-  return Reshard(data, std::move(target));
+  return ReshardTo(data, sharding);
 }
 
 absl::StatusOr<DataPtr> ComputationClient::ReplicateShardedData(const DataPtr& data) {
   static Counter* const counter = CounterNamed(kReplicateShardedData);
-  if (data == nullptr) return absl::InvalidArgumentError("ReplicateShardedData: data is null");
+  counter->Add(1);
+  return ReshardTo(data, Sharding::Replicated());
+}
+
+absl::StatusOr<DataPtr> ComputationClient::ReshardTo(const DataPtr& data,
+                                                     const Sharding& sharding) {
+  if (data == nullptr) return absl::InvalidArgumentError("resharding null data");
   SHARDRT_ASSIGN_OR_RETURN(
       std::shared_ptr<const DataLayout> target,
-      DataLayout::Create(data->shape(), Sharding::Replicated(), data->layout().devices));
-  counter->Add(1);
+      DataLayout::Create(data->shape(), sharding, data->layout().devices));
   return Reshard(data, std::move(target));
 }
 

@@ -118,6 +118,7 @@ class ComputationClient {
 
  private:
   ComputationClient() = default;
+  absl::StatusOr<DataPtr> ReshardTo(const DataPtr& data, const Sharding& sharding);
   absl::StatusOr<DataPtr> Reshard(const DataPtr& data, std::shared_ptr<const DataLayout> target);
   absl::StatusOr<std::vector<DataPtr>> Execute(const Computation& computation,
                                                absl::Span<const DataPtr> arguments,

@@ -10,6 +10,15 @@
 namespace shardrt {
 namespace {
 
+// Index of the quote that closes the string literal opening at `open` (or s.size()).
+size_t SkipString(absl::string_view s, size_t open) {
+  size_t i = open + 1;
+  for (; i < s.size() && s[i] != '"'; ++i) {
+    if (s[i] == '\\') ++i;
+  }
+  return i;
+}
+
 // Index just past the bracket that closes the one at `open` (balancing (), [], {}, <> and
 // skipping string literals), or npos.
 size_t MatchClose(absl::string_view s, size_t open) {
@@ -17,9 +26,7 @@ size_t MatchClose(absl::string_view s, size_t open) {
   for (size_t i = open; i < s.size(); ++i) {
     char c = s[i];
     if (c == '"') {
-      for (++i; i < s.size() && s[i] != '"'; ++i) {
-        if (s[i] == '\\') ++i;
-      }
+      i = SkipString(s, i);
       continue;
     }
     if (c == '(' || c == '[' || c == '{' || c == '<') ++depth;
@@ -38,9 +45,7 @@ std::vector<absl::string_view> SplitTopLevel(absl::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (c == '"') {
-      for (++i; i < s.size() && s[i] != '"'; ++i) {
-        if (s[i] == '\\') ++i;
-      }
+      i = SkipString(s, i);
       continue;
     }
     if (c == '(' || c == '[' || c == '{' || c == '<') ++depth;

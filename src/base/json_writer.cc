@@ -1,10 +1,10 @@
-#include "cli/json_writer.h"
+#include "base/json_writer.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace shardrt::cli {
+namespace shardrt {
 
 std::string JsonString(absl::string_view text) {
   std::string out = "\"";
@@ -31,4 +31,4 @@ std::string JsonIntList(absl::Span<const int64_t> values) {
   return absl::StrCat("[", absl::StrJoin(values, ","), "]");
 }
 
-}  // namespace shardrt::cli
+}  // namespace shardrt

@@ -7,11 +7,11 @@
 
 #include "absl/types/span.h"
 
-namespace shardrt::cli {
+namespace shardrt {
 
 // `text` as a JSON string literal, quotes included, with control characters escaped.
 std::string JsonString(absl::string_view text);
 // `[1,2,3]`.
 std::string JsonIntList(absl::Span<const int64_t> values);
 
-}  // namespace shardrt::cli
+}  // namespace shardrt
