@@ -15,7 +15,8 @@ constexpr char kUsage[] =
     "  devices     [--devices N] [--plugin PATH] [--json]\n"
     "  shard-info  --shape D0,D1,... --sharding TEXT [--devices N] [--json]\n"
     "  run         PROGRAM.mlir --devices N [--arg FILE.npy[@SHARDING]]... [--out DIR]\n"
-    "              [--repeat K] [--metrics] [--plugin PATH] [--partitioner gspmd|shardy]\n"
+    "              [--repeat K] [--metrics] [--trace FILE] [--plugin PATH]\n"
+    "              [--partitioner gspmd|shardy]\n"
     "  demo        [--devices N] [--tokens T] [--layers L] [--d-model D] [--seed S]\n"
     "              [--trace FILE] [--metrics] [--plugin PATH]\n";
 
