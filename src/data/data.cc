@@ -57,21 +57,21 @@ absl::Status Data::Usable() const {
       return absl::FailedPreconditionError(absl::StrCat(
           "data ", layout_->ToString(), " was donated to an earlier execution and is unusable"));
     case State::kFailed: {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       return error_;
     }
   }
   return absl::InternalError("unknown data state");
 }
 
-void Data::Complete(State state) {
+void Data::Complete(State state, std::unique_lock<std::mutex>& lock) {
   state_.store(state, std::memory_order_release);
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters = std::move(waiters_);
   waiters_.clear();
   absl::Status status = state == State::kReady ? absl::OkStatus() : error_;
-  mu_.Unlock();
+  lock.unlock();
+  cv_.notify_all();
   for (auto& w : waiters) std::move(w)(status);
-  mu_.Lock();
 }
 
 absl::Status Data::Assign(const Data& source) {
@@ -88,37 +88,36 @@ absl::Status Data::Assign(const Data& source) {
                                                    layout_->ToString(), ", got ",
                                                    source.layout_->ToString()));
   }
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (state() != State::kPending) {
     return absl::FailedPreconditionError(
         absl::StrCat("Assign: data ", layout_->ToString(), " is not a pending placeholder"));
   }
   buffers_ = source.buffers_;
-  Complete(State::kReady);
+  Complete(State::kReady, lock);
   return absl::OkStatus();
 }
 
 void Data::Fail(absl::Status error) {
   if (error.ok()) error = absl::InternalError("placeholder failed without an error");
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (state() != State::kPending) return;
   error_ = std::move(error);
-  Complete(State::kFailed);
+  Complete(State::kFailed, lock);
 }
 
 absl::Status Data::Await() const {
   if (state() != State::kPending) return Usable();
   {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](const std::atomic<State>* s) { return s->load() != State::kPending; }, &state_));
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return state() != State::kPending; });
   }
   return Usable();
 }
 
 void Data::OnReady(absl::AnyInvocable<void(absl::Status) &&> done) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (state() == State::kPending) {
       waiters_.push_back(std::move(done));
       return;
