@@ -80,16 +80,19 @@ absl::StatusOr<std::shared_ptr<const DataLayout>> ComputationClient::MakeLayout(
 absl::StatusOr<std::vector<DataPtr>> ComputationClient::TransferToDevice(
     absl::Span<const HostArrayView> arrays,
     absl::Span<const std::shared_ptr<const DataLayout>> layouts) {
+  SHARDRT_TRACE_SPAN("TransferToDevice", "transfer");
   return shardrt::TransferToDevice(client_, pool_, arrays, layouts);
 }
 
 absl::StatusOr<DataPtr> ComputationClient::TransferShardsToDevice(
     std::shared_ptr<const DataLayout> layout, absl::Span<const std::span<const std::byte>> shards) {
+  SHARDRT_TRACE_SPAN("TransferShardsToDevice", "transfer");
   return shardrt::TransferShardsToDevice(client_, pool_, std::move(layout), shards);
 }
 
 absl::StatusOr<std::vector<HostArray>> ComputationClient::TransferFromDevice(
     absl::Span<const DataPtr> data) {
+  SHARDRT_TRACE_SPAN("TransferFromDevice", "transfer");
   return shardrt::TransferFromDevice(pool_, data);
 }
 
