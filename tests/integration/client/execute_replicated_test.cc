@@ -327,3 +327,63 @@ TEST(TransferTest, RoundTripsForManyShardings) {
 
 }  // namespace
 }  // namespace shardrt
+
+namespace shardrt {
+namespace {
+
+using namespace shardrt::testing;
+
+TEST(ExecuteComputationTest, SingleDeviceProgram) {
+  auto client = MakeClient();
+  ASSERT_NE(client, nullptr);
+  ComputationPtr c = CompileTestProgram(*client, "single_device_axpy.mlir", 1);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->num_devices(), 1u);
+  std::vector<float> x = {1, 2, 3, 4, 5, 6}, b = {0.5f, -1, 0, 2, 3, -4};
+  DataPtr da = Upload(*client, MakeArray(ElementType::kF32, {}, std::vector<float>{3}),
+                      Sharding::Replicated(), 1);
+  DataPtr dx = Upload(*client, MakeArray(ElementType::kF32, {6}, x), Sharding::Replicated(), 1);
+  DataPtr db = Upload(*client, MakeArray(ElementType::kF32, {6}, b), Sharding::Replicated(), 1);
+  auto out = client->ExecuteComputation(*c, {da, dx, db});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> y = Values<float>(Download(*client, (*out)[0]));
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(y[i], 3 * x[i] + b[i]);
+  // An SPMD computation is refused by ExecuteComputation with a pointer to ExecuteReplicated.
+  ComputationPtr spmd = CompileTestProgram(*client, "donate_add_one.mlir", 8);
+  ASSERT_NE(spmd, nullptr);
+  auto refused = client->ExecuteComputation(*spmd, {dx});
+  EXPECT_NE(refused.status().message().find("use ExecuteReplicated"), absl::string_view::npos);
+}
+
+TEST(TransferTest, ShardsTheCallerAlreadyHoldsGoUpAsOneArray) {
+  auto client = MakeClient();
+  ASSERT_NE(client, nullptr);
+  // 10 rows over 4 devices: per-device padded shards of 3 rows; the last holds row 9 + padding.
+  auto devices = client->DefaultDevices(4);
+  ASSERT_TRUE(devices.ok());
+  auto layout = client->MakeLayout({ElementType::kS32, {10, 2}}, MustParse("{devices=[4,1]<=[4]}"),
+                                   *devices);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  std::vector<std::vector<int32_t>> shards(4, std::vector<int32_t>(6, 0));
+  for (int row = 0; row < 10; ++row) {
+    for (int col = 0; col < 2; ++col) shards[row / 3][(row % 3) * 2 + col] = row * 10 + col;
+  }
+  std::vector<std::span<const std::byte>> spans;
+  for (auto& s : shards) spans.push_back(std::as_bytes(std::span(s)));
+  auto data = client->TransferShardsToDevice(*layout, spans);
+  ASSERT_TRUE(data.ok()) << data.status();
+  std::vector<int32_t> global = Values<int32_t>(Download(*client, *data));
+  ASSERT_EQ(global.size(), 20u);
+  for (int row = 0; row < 10; ++row) {
+    for (int col = 0; col < 2; ++col) EXPECT_EQ(global[row * 2 + col], row * 10 + col);
+  }
+  // A shard of the wrong size is an error naming the device.
+  spans[2] = spans[2].first(8);
+  auto bad = client->TransferShardsToDevice(*layout, spans);
+  EXPECT_NE(bad.status().message().find("shard for device 2 has 8 bytes, expected 24"),
+            absl::string_view::npos)
+      << bad.status();
+}
+
+}  // namespace
+}  // namespace shardrt

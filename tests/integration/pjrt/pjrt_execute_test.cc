@@ -1,10 +1,12 @@
 // The PJRT layer on the real CPU plugin with 8 devices: compile an SPMD program whose result
 // needs a collective, upload per-device inputs by hand, execute, and compare with a host
 // computation. Also the clean errors the layer promises.
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "pjrt/buffer.h"
 #include "pjrt/executable.h"
@@ -197,6 +199,37 @@ TEST_F(PjrtExecuteTest, DevicesAndPlatform) {
     EXPECT_EQ(device.process_index, 0);
   }
   EXPECT_FALSE(client_->DeviceById(42).ok());
+}
+
+}  // namespace
+}  // namespace shardrt::pjrt
+
+namespace shardrt::pjrt {
+namespace {
+
+TEST_F(PjrtExecuteTest, EventOnReadyRunsOnceWithTheStatus) {
+  const Device& device = client_->addressable_devices()[0];
+  std::vector<float> data(1024, 2.f);
+  auto upload = Buffer::FromHost(*client_, data.data(), ElementType::kF32, {1024}, device,
+                                 HostBufferSemantics::kImmutableUntilTransferCompletes);
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE(upload->done_with_host_buffer.Await().ok());
+  auto ready = upload->buffer.ReadyEvent();
+  ASSERT_TRUE(ready.ok());
+  std::atomic<int> calls{0};
+  absl::Notification done;
+  ASSERT_TRUE(ready->OnReady([&](absl::Status s) {
+                     EXPECT_TRUE(s.ok()) << s;
+                     ++calls;
+                     done.Notify();
+                   })
+                  .ok());
+  EXPECT_TRUE(ready->empty());  // consumed
+  done.WaitForNotification();
+  EXPECT_EQ(calls.load(), 1);
+  auto size = upload->buffer.OnDeviceSizeInBytes();
+  ASSERT_TRUE(size.ok());
+  EXPECT_EQ(*size, 4096u);
 }
 
 }  // namespace

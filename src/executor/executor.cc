@@ -1,0 +1,389 @@
+#include "executor/executor.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/metrics.h"
+#include "base/trace.h"
+
+namespace shardrt {
+
+// One scheduled execution. Fields marked (mu) are guarded by Core::mu; the rest are written by
+// Schedule before the execution is visible to others, then used by its one pool task.
+struct Executor::Execution {
+  uint64_t id = 0;
+  ComputationPtr computation;
+  std::vector<DataPtr> arguments;
+  std::vector<DataPtr> outputs;  // the placeholders handed to the caller
+  ExecuteReplicatedOptions options;
+  // The device queues this execution holds a ticket in (Core::queues' values; stable).
+  std::vector<std::deque<ExecutionPtr>*> queues;
+  int64_t schedule_ns = 0;
+  int pending_inputs = 0;   // (mu) arguments not yet filled, plus 1 while Schedule registers
+  bool dispatched = false;  // (mu) handed to the pool
+  bool cancelled = false;   // (mu) the executor gave up waiting for its arguments
+  bool device_failed = false;  // (mu) a device error was already counted
+  int device_pending = 1;   // (mu) ready events outstanding, plus 1 until it is released
+  int64_t ready_ns = 0;     // (mu) when the arguments were all filled
+  int64_t lock_ns = 0;      // (mu) when it got the device lock
+};
+
+// std::mutex / std::condition_variable rather than Abseil's: a prebuilt Abseil is invisible to
+// ThreadSanitizer.
+struct Executor::Core : std::enable_shared_from_this<Executor::Core> {
+  ComputationClient* client = nullptr;
+  ThreadPool* pool = nullptr;
+  int64_t max_in_flight = 1;
+  bool track_device = true;
+  Metric* lock_wait = nullptr;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  // Per device, the executions that have not finished dispatching, in ticket order. The front
+  // of every queue an execution is in holds that device's lock.
+  std::map<const pjrt::Device*, std::deque<ExecutionPtr>> queues;
+  uint64_t next_id = 0;
+  std::set<uint64_t> undispatched;  // ids not yet done dispatching
+  std::set<uint64_t> live;          // ids not yet done dispatching or not yet device-complete
+  int64_t in_flight = 0;            // == undispatched.size()
+  int64_t running = 0;              // handed to the pool, not yet released
+  int64_t scheduled = 0;
+  int64_t dispatched = 0;
+  int64_t failed = 0;
+  absl::Status first_error;  // the first failure since the last WaitForAll / Synchronize
+
+  void RecordErrorLocked(const absl::Status& status) {
+    if (first_error.ok()) first_error = status;
+  }
+  absl::Status TakeErrorLocked() { return std::exchange(first_error, absl::OkStatus()); }
+
+  // Under mu: when `e` has its arguments and is at the front of all its queues, takes the lock
+  // for it and appends it to `launch`.
+  void MaybeDispatchLocked(const ExecutionPtr& e, std::vector<ExecutionPtr>* launch) {
+    if (e->dispatched || e->pending_inputs > 0) return;
+    for (const std::deque<ExecutionPtr>* q : e->queues) {
+      if (q->front() != e) return;
+    }
+    e->dispatched = true;
+    e->lock_ns = MetricsNowNs();
+    lock_wait->AddSample(static_cast<double>(e->lock_ns - e->ready_ns));
+    ++running;
+    launch->push_back(e);
+  }
+
+  // Without mu: runs each execution on the pool.
+  void Launch(std::vector<ExecutionPtr> launch) {
+    for (ExecutionPtr& e : launch) {
+      pool->Schedule([core = shared_from_this(), e = std::move(e)] { core->Run(e); });
+    }
+  }
+
+  // One argument of `e` was filled (or failed), or Schedule finished registering.
+  void InputReady(const ExecutionPtr& e) {
+    std::vector<ExecutionPtr> launch;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (e->pending_inputs == 0) return;  // cancelled meanwhile
+      if (--e->pending_inputs > 0) return;
+      e->ready_ns = std::max(MetricsNowNs(), e->schedule_ns);
+      MaybeDispatchLocked(e, &launch);
+    }
+    Launch(std::move(launch));
+  }
+
+  void Run(const ExecutionPtr& e);
+  void WatchDevices(const ExecutionPtr& e, const Data& output);
+  void DeviceDone(const ExecutionPtr& e, const absl::Status& status);
+  void Release(const ExecutionPtr& e, const absl::Status& status);
+};
+
+void Executor::Core::Run(const ExecutionPtr& e) {
+  bool cancelled;
+  int64_t ready_ns, lock_ns;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    cancelled = e->cancelled;
+    ready_ns = e->ready_ns;
+    lock_ns = e->lock_ns;
+  }
+  const Computation& computation = *e->computation;
+  TraceSpan span("Execution", "executor");
+  if (span.active()) {
+    if (!TraceThreadNamed()) {
+      SetTraceThreadName(absl::StrCat("shardrt pool ", pool->CurrentThreadId()));
+    }
+    span.AddArg("computation", computation.name());
+    span.AddArg("execution", absl::StrCat(e->id));
+    TraceAsyncSpan("InputWait", "executor", e->id, e->schedule_ns, ready_ns,
+                   {{"computation", computation.name()}});
+    TraceAsyncSpan("DeviceLockWait", "executor", e->id, ready_ns, lock_ns,
+                   {{"computation", computation.name()}});
+  }
+
+  absl::Status status;
+  std::vector<DataPtr> results;
+  if (cancelled) {
+    status = absl::CancelledError(absl::StrCat(
+        "execution of ", computation.name(),
+        " cancelled: the executor was destroyed while it waited for its arguments"));
+  } else {
+    // A failed argument fails this execution with the argument's own error, unchanged.
+    for (const DataPtr& arg : e->arguments) {
+      if (arg->state() == Data::State::kFailed) {
+        status = arg->Usable();
+        break;
+      }
+    }
+    if (status.ok()) {
+      absl::StatusOr<std::vector<DataPtr>> out =
+          client->ExecuteReplicated(computation, e->arguments, e->options);
+      if (out.ok()) {
+        results = std::move(*out);
+      } else {
+        status = out.status();
+      }
+    }
+  }
+  e->arguments.clear();
+
+  if (status.ok()) {
+    SHARDRT_TRACE_SPAN("AssignOutputs", "executor");
+    for (size_t i = 0; i < e->outputs.size(); ++i) {
+      absl::Status assigned = e->outputs[i]->Assign(*results[i]);
+      if (!assigned.ok()) {
+        e->outputs[i]->Fail(assigned);
+        if (status.ok()) status = assigned;
+      }
+    }
+    if (track_device && !results.empty()) WatchDevices(e, *results[0]);
+  } else {
+    for (const DataPtr& out : e->outputs) out->Fail(status);
+  }
+  e->outputs.clear();
+  Release(e, status);
+}
+
+void Executor::Core::WatchDevices(const ExecutionPtr& e, const Data& output) {
+  // Every output of one execution is computed by the same per-device program run; output 0's
+  // buffers say when each device is done (or failed).
+  const ShardBuffers* buffers = output.buffers();
+  if (buffers == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    e->device_pending += static_cast<int>(buffers->buffers.size());
+  }
+  for (const pjrt::Buffer& buffer : buffers->buffers) {
+    absl::StatusOr<pjrt::Event> event = buffer.ReadyEvent();
+    if (!event.ok()) {
+      DeviceDone(e, event.status());
+      continue;
+    }
+    absl::Status registered = event->OnReady(
+        [core = shared_from_this(), e](absl::Status status) { core->DeviceDone(e, status); });
+    if (!registered.ok()) DeviceDone(e, registered);
+  }
+}
+
+void Executor::Core::DeviceDone(const ExecutionPtr& e, const absl::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!status.ok() && !e->device_failed) {
+      e->device_failed = true;
+      ++failed;
+      RecordErrorLocked(status);
+    }
+    if (--e->device_pending > 0) return;
+    live.erase(e->id);
+  }
+  cv.notify_all();
+}
+
+void Executor::Core::Release(const ExecutionPtr& e, const absl::Status& status) {
+  std::vector<ExecutionPtr> launch;
+  int64_t now_in_flight;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<ExecutionPtr> next;
+    for (std::deque<ExecutionPtr>* q : e->queues) {
+      q->pop_front();  // e was at the front of each: it held the lock
+      if (!q->empty()) next.push_back(q->front());
+    }
+    undispatched.erase(e->id);
+    now_in_flight = --in_flight;
+    --running;
+    ++dispatched;
+    if (!status.ok()) {
+      ++failed;
+      RecordErrorLocked(status);
+    }
+    if (--e->device_pending == 0) live.erase(e->id);
+    for (const ExecutionPtr& n : next) MaybeDispatchLocked(n, &launch);
+  }
+  cv.notify_all();
+  TraceCounter("ExecutionsInFlight", "executor", MetricsNowNs(),
+               static_cast<double>(now_in_flight));
+  Launch(std::move(launch));
+}
+
+Executor::Executor(ComputationClient* client, ExecutorOptions options)
+    : client_(client), options_(options), core_(std::make_shared<Core>()) {
+  core_->client = client;
+  core_->pool = client->pool();
+  core_->max_in_flight = std::max<int64_t>(options.max_in_flight, 1);
+  core_->track_device = options.track_device_completion;
+  core_->lock_wait = GlobalMetrics().GetMetric(kDeviceLockWait, MetricRepr::kTime);
+}
+
+Executor::~Executor() {
+  Core& core = *core_;
+  std::unique_lock<std::mutex> lock(core.mu);
+  while (true) {
+    // Once nothing runs, every execution left waits (directly or behind one in its queues) for
+    // a placeholder this executor will never fill.
+    core.cv.wait(lock, [&] { return core.running == 0; });
+    if (core.undispatched.empty()) break;
+    std::vector<ExecutionPtr> launch;
+    const int64_t now = MetricsNowNs();
+    for (auto& [device, queue] : core.queues) {
+      for (const ExecutionPtr& e : queue) {
+        if (e->pending_inputs > 0) {
+          e->cancelled = true;
+          e->pending_inputs = 0;
+          e->ready_ns = std::max(now, e->schedule_ns);
+        }
+      }
+    }
+    for (auto& [device, queue] : core.queues) {
+      if (!queue.empty()) core.MaybeDispatchLocked(queue.front(), &launch);
+    }
+    lock.unlock();
+    core.Launch(std::move(launch));
+    lock.lock();
+  }
+  core.cv.wait(lock, [&] { return core.live.empty(); });
+}
+
+absl::StatusOr<std::vector<DataPtr>> Executor::Schedule(ComputationPtr computation,
+                                                        std::vector<DataPtr> arguments,
+                                                        const ScheduleOptions& options) {
+  return ScheduleImpl(std::move(computation), std::move(arguments), options, /*block=*/true);
+}
+
+absl::StatusOr<std::vector<DataPtr>> Executor::TrySchedule(ComputationPtr computation,
+                                                           std::vector<DataPtr> arguments,
+                                                           const ScheduleOptions& options) {
+  return ScheduleImpl(std::move(computation), std::move(arguments), options, /*block=*/false);
+}
+
+absl::StatusOr<std::vector<DataPtr>> Executor::ScheduleImpl(ComputationPtr computation,
+                                                            std::vector<DataPtr> arguments,
+                                                            const ScheduleOptions& options,
+                                                            bool block) {
+  if (computation == nullptr) return absl::InvalidArgumentError("Schedule: computation is null");
+  if (arguments.size() != computation->num_parameters()) {
+    return absl::InvalidArgumentError(absl::StrCat("Schedule: ", computation->name(), " got ",
+                                                   arguments.size(), " arguments, expected ",
+                                                   computation->num_parameters()));
+  }
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Schedule: ", computation->name(), ": argument ", i, " is null"));
+    }
+  }
+  SHARDRT_TRACE_SPAN("Schedule", "executor");
+  Core& core = *core_;
+  auto e = std::make_shared<Execution>();
+  e->computation = computation;
+  e->options = options.execute;
+  e->outputs.reserve(computation->num_outputs());
+  for (size_t i = 0; i < computation->num_outputs(); ++i) {
+    e->outputs.push_back(client_->CreateDataPlaceholder(computation->output_layout(i)));
+  }
+  // The arguments to wait for; any that fills meanwhile is reported at once by OnReady.
+  std::vector<size_t> pending;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i]->state() == Data::State::kPending) pending.push_back(i);
+  }
+  e->arguments = std::move(arguments);
+  e->pending_inputs = static_cast<int>(pending.size()) + 1;
+  std::vector<const pjrt::Device*> devices = computation->devices();
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+
+  int64_t now_in_flight;
+  {
+    std::unique_lock<std::mutex> lock(core.mu);
+    if (core.in_flight >= core.max_in_flight) {
+      if (!block) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "Schedule: ", core.in_flight, " executions in flight (max_in_flight ",
+            core.max_in_flight, ")"));
+      }
+      // A pool thread must not wait: the execution it waits for may need this very thread.
+      if (core.pool->CurrentThreadId() < 0) {
+        SHARDRT_TRACE_SPAN("BackpressureWait", "executor");
+        core.cv.wait(lock, [&] { return core.in_flight < core.max_in_flight; });
+      }
+    }
+    e->id = core.next_id++;
+    e->schedule_ns = MetricsNowNs();
+    for (const pjrt::Device* d : devices) {
+      std::deque<ExecutionPtr>& q = core.queues[d];
+      q.push_back(e);
+      e->queues.push_back(&q);
+    }
+    core.undispatched.insert(e->id);
+    core.live.insert(e->id);
+    now_in_flight = ++core.in_flight;
+    ++core.scheduled;
+  }
+  TraceCounter("ExecutionsInFlight", "executor", MetricsNowNs(),
+               static_cast<double>(now_in_flight));
+  std::vector<DataPtr> outputs = e->outputs;
+  for (size_t i : pending) {
+    e->arguments[i]->OnReady(
+        [core = core_, e](absl::Status) { core->InputReady(e); });
+  }
+  core.InputReady(e);  // drops Schedule's own count
+  return outputs;
+}
+
+absl::Status Executor::WaitForAll() {
+  Core& core = *core_;
+  std::unique_lock<std::mutex> lock(core.mu);
+  const uint64_t target = core.next_id;
+  core.cv.wait(lock, [&] {
+    return core.undispatched.empty() || *core.undispatched.begin() >= target;
+  });
+  return core.TakeErrorLocked();
+}
+
+absl::Status Executor::Synchronize() {
+  Core& core = *core_;
+  std::unique_lock<std::mutex> lock(core.mu);
+  const uint64_t target = core.next_id;
+  core.cv.wait(lock, [&] { return core.live.empty() || *core.live.begin() >= target; });
+  return core.TakeErrorLocked();
+}
+
+ExecutorStats Executor::stats() const {
+  Core& core = *core_;
+  std::lock_guard<std::mutex> lock(core.mu);
+  ExecutorStats s;
+  s.scheduled = core.scheduled;
+  s.dispatched = core.dispatched;
+  s.failed = core.failed;
+  s.in_flight = core.in_flight;
+  s.device_pending = static_cast<int64_t>(core.live.size() - core.undispatched.size());
+  return s;
+}
+
+}  // namespace shardrt
