@@ -140,3 +140,31 @@ TEST(CliTest, DemoGeneratesTheSameTokensOnOneAndEightDevices) {
 
 }  // namespace
 }  // namespace shardrt::cli
+
+namespace shardrt::cli {
+namespace {
+
+TEST(CliTest, RunCompilesShardyAnnotatedProgramsWithShardy) {
+  const std::string dir = TempDir();
+  NpyArray x{ElementType::kF32, {16, 4}, std::vector<uint8_t>(256)};
+  float* xv = reinterpret_cast<float*>(x.data.data());
+  for (int i = 0; i < 64; ++i) xv[i] = static_cast<float>(i % 7) - 2.5f;
+  ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
+  Result r = RunCli("run " SHARDRT_TESTDATA_DIR "/shardy_row_sum.mlir --devices 8 --arg " + dir +
+                    "/x.npy --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // The shardings XLA settled on, read back from the executable.
+  EXPECT_NE(r.out.find("output 0: f32[16,4] {devices=[8,1]<=[8]}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output 1: f32[4] {replicated}"), std::string::npos) << r.out;
+  auto s = ReadNpy(dir + "/output_1.npy");
+  ASSERT_TRUE(s.ok());
+  const float* sv = reinterpret_cast<const float*>(s->data.data());
+  for (int c = 0; c < 4; ++c) {
+    float e = 0;
+    for (int row = 0; row < 16; ++row) e += xv[row * 4 + c];
+    EXPECT_NEAR(sv[c], e, 1e-4);
+  }
+}
+
+}  // namespace
+}  // namespace shardrt::cli
