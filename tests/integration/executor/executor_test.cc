@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -432,13 +433,17 @@ TEST(ExecutorTraceTest, TraceFileIsValidJsonWithTheExpectedSpans) {
   EXPECT_EQ(Values<int32_t>(Download(*client, x)), PlusEach(x0, kSteps));
   recorder.Stop();
 
+  // SHARDRT_TEST_TRACE_OUT=FILE keeps the trace for a look in Perfetto.
+  const char* keep = std::getenv("SHARDRT_TEST_TRACE_OUT");
   const std::string path =
-      ::testing::TempDir() + "/executor_trace_" + std::to_string(getpid()) + ".json";
+      keep != nullptr ? std::string(keep)
+                      : ::testing::TempDir() + "/executor_trace_" + std::to_string(getpid()) +
+                            ".json";
   ASSERT_TRUE(recorder.WriteJson(path).ok());
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  std::remove(path.c_str());
+  if (keep == nullptr) std::remove(path.c_str());
   JsonValue trace;
   std::string error;
   ASSERT_TRUE(JsonParser::Parse(text.str(), &trace, &error)) << error;
