@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/json_writer.h"
 #include "base/metrics.h"
 
 namespace shardrt {
@@ -66,35 +67,7 @@ std::shared_ptr<TraceRecorder::Storage> CurrentStorage() {
   return g.current_storage;
 }
 
-void AppendJsonString(std::string* out, absl::string_view s) {
-  out->push_back('"');
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppend(out, absl::StrFormat("\\u%04x", static_cast<unsigned char>(c)));
-        } else {
-          out->push_back(c);
-        }
-    }
-  }
-  out->push_back('"');
-}
+void AppendJsonString(std::string* out, absl::string_view s) { out->append(JsonString(s)); }
 
 // Microseconds with nanosecond resolution, as the format's "ts" and "dur" expect.
 std::string Micros(int64_t ns) { return absl::StrFormat("%.3f", static_cast<double>(ns) / 1e3); }
