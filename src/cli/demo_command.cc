@@ -1,7 +1,7 @@
 // shardrt demo: a small decoder-only transformer, sharded Megatron style over N devices,
-// generating tokens greedily: prefill, then one donated-KV-cache decode step per token, each an
-// ExecuteReplicated on sharded data. Tokens stay on device until the end, so dispatch runs
-// ahead of the device work.
+// generating tokens greedily: prefill, then one donated-KV-cache decode step per token, each
+// scheduled on the asynchronous executor. Step n+1 is scheduled on step n's output placeholders
+// before step n has run, so the host runs ahead of the device; tokens are read once at the end.
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +19,7 @@
 #include "decoder/decoder_config.h"
 #include "decoder/decoder_program.h"
 #include "decoder/decoder_weights.h"
+#include "executor/executor.h"
 
 namespace shardrt::cli {
 namespace {
@@ -113,22 +114,27 @@ absl::Status DemoCommand(const std::vector<std::string>& args) {
 
   const bool progress = isatty(STDERR_FILENO);
   auto start = std::chrono::steady_clock::now();
+  Executor executor(client.get());
   std::vector<DataPtr> prefill_args = {uploaded[0]};
   prefill_args.insert(prefill_args.end(), weight_data.begin(), weight_data.end());
   SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state,
-                           client->ExecuteReplicated(*prefill, prefill_args));
-  // state = caches..., next_token, logits
+                           executor.Schedule(prefill, std::move(prefill_args)));
+  // state = caches..., next_token, logits (placeholders until the step has run)
   std::vector<DataPtr> token_data = {state[num_caches]};
-  Progress(progress, 1, tokens);
   for (int64_t i = 1; i < tokens; ++i) {
     std::vector<DataPtr> step_args(state.begin(), state.begin() + num_caches);
     step_args.push_back(token_data.back());
     step_args.push_back(uploaded[1 + weights.arrays.size() + (i - 1)]);
     step_args.insert(step_args.end(), weight_data.begin(), weight_data.end());
-    SHARDRT_ASSIGN_OR_RETURN(state, client->ExecuteReplicated(*decode, step_args));
+    SHARDRT_ASSIGN_OR_RETURN(state, executor.Schedule(decode, std::move(step_args)));
     token_data.push_back(state[num_caches]);
+  }
+  // Progress follows the tokens as the executor fills them.
+  for (int64_t i = 0; i < tokens; ++i) {
+    SHARDRT_RETURN_IF_ERROR(token_data[i]->Await());
     Progress(progress, i + 1, tokens);
   }
+  SHARDRT_RETURN_IF_ERROR(executor.WaitForAll());
   SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host_tokens,
                            client->TransferFromDevice(token_data));
   const double seconds =
