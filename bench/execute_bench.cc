@@ -23,6 +23,7 @@
 //                                                          k in {1,10,100,1000}
 //   build/bench/execute_bench --serve --devices D          the line protocol bench/run drives:
 //       setup K | run K ARM N | free K | info | quit       (interleaves arms and the JAX peer)
+//   --raw-destroy-output-major                             raw frees outputs in [o][d] order
 #include <benchmark/benchmark.h>
 
 #include <condition_variable>
@@ -217,6 +218,11 @@ class Runtime {
 }  // namespace prerefactor
 
 // ------------------------------------------------------------------------------------------
+
+// --raw-destroy-output-major: the raw arm destroys its outputs output by output (each output's
+// buffer on every device), the order in which destroying sharded outputs frees them, instead
+// of the device-major order the plugin returned them in. Shows what that order costs.
+bool raw_destroy_output_major = false;
 
 enum class Arm { kRaw, kShardrt, kSerial, kPrerefactor };
 constexpr Arm kArms[] = {Arm::kRaw, Arm::kShardrt, Arm::kSerial, Arm::kPrerefactor};
@@ -420,9 +426,13 @@ class Case {
                                            raw_out_lists_.data(), {}, nullptr),
             "raw execute");
     for (int d = 0; d < rt_.devices; ++d) AwaitBuffer(raw_out_lists_[d][0]);
-    for (PJRT_Buffer*& b : raw_outputs_) {
-      pjrt::Buffer(api, b).Reset();
-      b = nullptr;
+    if (raw_destroy_output_major) {  // the order in which sharded outputs die: [o][d]
+      const size_t n = comp_->num_outputs();
+      for (size_t o = 0; o < n; ++o) {
+        for (int d = 0; d < rt_.devices; ++d) pjrt::Buffer(api, raw_outputs_[d * n + o]).Reset();
+      }
+    } else {  // the plugin's order: [d][o]
+      for (PJRT_Buffer* b : raw_outputs_) pjrt::Buffer(api, b).Reset();
     }
   }
 
@@ -542,6 +552,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--serve") == 0) serve = true;
     if (std::strcmp(argv[i], "--devices") == 0 && i + 1 < argc) devices = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--raw-destroy-output-major") == 0) raw_destroy_output_major = true;
   }
   if (serve) {
     return ServeLoop([&](const std::vector<std::string>& w, std::string& fields) {
