@@ -10,8 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/metrics.h"
-#include "base/trace.h"
 #include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -73,10 +71,8 @@ absl::Status DemoCommand(const std::vector<std::string>& args) {
   SHARDRT_RETURN_IF_ERROR(decoder::ValidateGeneration(config, tokens));
   const int64_t n = config.num_partitions;
 
-  // --trace FILE: record Chrome trace events for the whole command, written at the end.
-  TraceRecorder recorder;
-  const std::optional<std::string> trace_path = flags.Get("trace");
-  if (trace_path.has_value()) SHARDRT_RETURN_IF_ERROR(recorder.Start());
+  CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
+  SHARDRT_RETURN_IF_ERROR(reports.Start());
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<ComputationClient> client,
                            CreateRuntime({n, flags.Get("plugin")}));
   SHARDRT_ASSIGN_OR_RETURN(DecoderProgram prefill_program, decoder::EmitPrefill(config));
@@ -149,14 +145,7 @@ absl::Status DemoCommand(const std::vector<std::string>& args) {
   std::printf("tokens: %s\n", absl::StrJoin(ids, " ").c_str());
   std::printf("decoded %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(tokens),
               seconds, static_cast<double>(tokens) / seconds);
-  if (flags.Has("metrics")) std::fputs(GlobalMetrics().TextReport().c_str(), stdout);
-  if (trace_path.has_value()) {
-    recorder.Stop();
-    SHARDRT_RETURN_IF_ERROR(recorder.WriteJson(*trace_path));
-    std::printf("trace: %lld events -> %s\n", static_cast<long long>(recorder.num_events()),
-                trace_path->c_str());
-  }
-  return absl::OkStatus();
+  return reports.Finish();
 }
 
 }  // namespace shardrt::cli

@@ -12,8 +12,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "base/metrics.h"
-#include "base/trace.h"
 #include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -78,10 +76,8 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
   // Partitioner: a program written with the sdy dialect needs Shardy.
   if (program.find("sdy.") != std::string::npos) partitioner = pjrt::Partitioner::kShardy;
 
-  // --trace FILE: record Chrome trace events for the whole command, written at the end.
-  TraceRecorder recorder;
-  const std::optional<std::string> trace_path = flags.Get("trace");
-  if (trace_path.has_value()) SHARDRT_RETURN_IF_ERROR(recorder.Start());
+  CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
+  SHARDRT_RETURN_IF_ERROR(reports.Start());
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<ComputationClient> client,
                            CreateRuntime({num_devices, flags.Get("plugin")}));
   CompileRequest request;
@@ -172,14 +168,7 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
                 outputs[i]->sharding().ToString().c_str(), where.empty() ? "" : " -> ",
                 where.c_str());
   }
-  if (flags.Has("metrics")) std::fputs(GlobalMetrics().TextReport().c_str(), stdout);
-  if (trace_path.has_value()) {
-    recorder.Stop();
-    SHARDRT_RETURN_IF_ERROR(recorder.WriteJson(*trace_path));
-    std::printf("trace: %lld events -> %s\n", static_cast<long long>(recorder.num_events()),
-                trace_path->c_str());
-  }
-  return absl::OkStatus();
+  return reports.Finish();
 }
 
 }  // namespace shardrt::cli

@@ -1,6 +1,9 @@
 #include "cli/runtime_setup.h"
 
 #include "absl/strings/str_cat.h"
+#include <cstdio>
+
+#include "base/metrics.h"
 #include "base/status_macros.h"
 #include "pjrt/plugin.h"
 
@@ -22,6 +25,20 @@ absl::StatusOr<std::unique_ptr<ComputationClient>> CreateRuntime(const RuntimeOp
         client->addressable_devices().size(), " addressable devices"));
   }
   return ComputationClient::Create(std::move(client));
+}
+
+absl::Status CommandReports::Start() {
+  return trace_path_.has_value() ? recorder_.Start() : absl::OkStatus();
+}
+
+absl::Status CommandReports::Finish() {
+  if (metrics_) std::fputs(GlobalMetrics().TextReport().c_str(), stdout);
+  if (!trace_path_.has_value()) return absl::OkStatus();
+  recorder_.Stop();
+  SHARDRT_RETURN_IF_ERROR(recorder_.WriteJson(*trace_path_));
+  std::printf("trace: %lld events -> %s\n", static_cast<long long>(recorder_.num_events()),
+              trace_path_->c_str());
+  return absl::OkStatus();
 }
 
 }  // namespace shardrt::cli

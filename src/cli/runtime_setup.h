@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/trace.h"
 #include "client/computation_client.h"
 
 namespace shardrt::cli {
@@ -20,5 +21,22 @@ struct RuntimeOptions {
 // InvalidArgument when the plugin offers fewer devices than asked for.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<ComputationClient>> CreateRuntime(
     const RuntimeOptions& options);
+
+// What a command reports at its end: --metrics prints the metrics report, --trace FILE records
+// Chrome trace events from Start() and writes them in Finish(). Not thread-safe; one per command.
+class CommandReports {
+ public:
+  CommandReports(bool metrics, std::optional<std::string> trace_path)
+      : metrics_(metrics), trace_path_(std::move(trace_path)) {}
+  // Starts tracing when asked. Error: FailedPrecondition if another recorder is current.
+  [[nodiscard]] absl::Status Start();
+  // Prints the metrics report and writes the trace file. Error: the file could not be written.
+  [[nodiscard]] absl::Status Finish();
+
+ private:
+  bool metrics_;
+  std::optional<std::string> trace_path_;
+  TraceRecorder recorder_;
+};
 
 }  // namespace shardrt::cli

@@ -3,6 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sharding/text.h"
+#include "sharding_test_util.h"
 
 namespace shardrt {
 namespace {
@@ -10,14 +11,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-ShardGeometry Geometry(Shape shape, const char* sharding,
-                       std::optional<int64_t> devices = std::nullopt) {
-  absl::StatusOr<Sharding> s = ParseSharding(sharding);
-  EXPECT_TRUE(s.ok()) << s.status();
-  absl::StatusOr<ShardGeometry> g = ShardGeometry::Create(std::move(shape), *s, devices);
-  EXPECT_TRUE(g.ok()) << g.status();
-  return *std::move(g);
-}
+using ::shardrt::testing::Geometry;
 
 std::string GeometryError(Shape shape, const char* sharding,
                           std::optional<int64_t> devices = std::nullopt) {
