@@ -1,5 +1,6 @@
 #include "client/computation_client.h"
 
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -21,6 +22,29 @@ constexpr double kOutputCostNsPerDevice = 60.0;
 
 Counter* CounterNamed(absl::string_view name) { return GlobalMetrics().GetCounter(name); }
 
+// Gives `slots` back to `limiter` once every event in `completions` has fired.
+void ReleaseWhenComplete(const std::shared_ptr<ExecutionLimiter>& limiter,
+                         std::vector<pjrt::Event> completions, int64_t slots) {
+  struct Pending {
+    std::shared_ptr<ExecutionLimiter> limiter;
+    int64_t slots = 0;
+    std::atomic<size_t> remaining{0};
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->limiter = limiter;
+  pending->slots = slots;
+  pending->remaining.store(completions.size());
+  auto done = [pending](absl::Status) {
+    if (pending->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      pending->limiter->Release(pending->slots);
+    }
+  };
+  if (completions.empty()) limiter->Release(slots);
+  for (pjrt::Event& event : completions) {
+    if (!event.OnReady(done).ok()) done(absl::OkStatus());  // could not watch it: count it
+  }
+}
+
 std::string ArgumentMismatch(const Computation& c, size_t i, const DataLayout& expected,
                              const DataLayout& got) {
   return absl::StrCat(c.name(), ": argument ", i, " expected ", expected.ToString(), ", got ",
@@ -36,6 +60,10 @@ absl::StatusOr<std::unique_ptr<ComputationClient>> ComputationClient::Create(
   }
   std::unique_ptr<ComputationClient> c(new ComputationClient());
   c->client_ = std::move(client);
+  const int64_t parts = options.max_device_parts_in_flight == 0
+                            ? c->client_->cpu_pool_threads()
+                            : std::max<int64_t>(0, options.max_device_parts_in_flight);
+  c->limiter_ = std::make_shared<ExecutionLimiter>(parts);
   if (options.pool != nullptr) {
     c->pool_ = options.pool;
   } else {
@@ -48,6 +76,7 @@ absl::StatusOr<std::unique_ptr<ComputationClient>> ComputationClient::Create(
 }
 
 ComputationClient::~ComputationClient() {
+  limiter_->WaitIdle();  // executions still running hold client state through their callbacks
   {
     absl::MutexLock lock(&cache_mu_);
     compile_cache_.clear();
@@ -238,8 +267,24 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
   }
   pjrt::ExecuteOptions exec_options;
   exec_options.non_donatable_input_indices = options.non_donatable_input_indices;
-  SHARDRT_RETURN_IF_ERROR(computation.executable().ExecuteRaw(
-      argument_lists.data(), num_devices, num_args, output_lists.data(), exec_options, nullptr));
+  // Multi-device launches take one limiter slot per device until every device has finished.
+  const bool limited = limiter_->enabled() && num_devices > 1;
+  std::vector<pjrt::Event> completions;
+  if (limited) {
+    SHARDRT_TRACE_SPAN("InFlightWait", "client");
+    limiter_->Acquire(static_cast<int64_t>(num_devices));
+  }
+  absl::Status launched = computation.executable().ExecuteRaw(
+      argument_lists.data(), num_devices, num_args, output_lists.data(), exec_options,
+      limited ? &completions : nullptr);
+  if (limited) {
+    if (launched.ok()) {
+      ReleaseWhenComplete(limiter_, std::move(completions), static_cast<int64_t>(num_devices));
+    } else {
+      limiter_->Release(static_cast<int64_t>(num_devices));
+    }
+  }
+  SHARDRT_RETURN_IF_ERROR(launched);
 
   // 3. Donated arguments are spent.
   for (int64_t p : computation.donated_parameters()) {

@@ -24,6 +24,7 @@
 #include "absl/types/span.h"
 #include "base/thread_pool.h"
 #include "client/computation.h"
+#include "client/execution_limiter.h"
 #include "data/data.h"
 #include "data/host_array.h"
 #include "pjrt/client.h"
@@ -36,6 +37,9 @@ struct ComputationClientOptions {
   ThreadPool* pool = nullptr;
   // Threads of the client's own pool; 0: the number of cores.
   int num_threads = 0;
+  // Device parts of multi-device executions allowed in flight (see execution_limiter.h);
+  // 0: the CPU plugin's worker threads, or no bound for other plugins; -1: no bound.
+  int64_t max_device_parts_in_flight = 0;
 };
 
 // What to compile.
@@ -125,6 +129,8 @@ class ComputationClient {
                                                const ExecuteReplicatedOptions& options);
 
   std::shared_ptr<pjrt::Client> client_;
+  // Shared with the completion callbacks of executions in flight.
+  std::shared_ptr<ExecutionLimiter> limiter_;
   std::unique_ptr<ThreadPool> own_pool_;
   ThreadPool* pool_ = nullptr;
   absl::Mutex cache_mu_;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <thread>
+
+#include "absl/strings/numbers.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -70,9 +73,10 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Create(std::shared_ptr<const Plu
           "cpu_device_count must be at least 1, got ", *options.cpu_device_count));
     }
     if (std::getenv("PJRT_NPROC") == nullptr) {
+      const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
       const int64_t threads = options.cpu_worker_threads > 0
                                   ? options.cpu_worker_threads
-                                  : std::max<int64_t>(64, 16 * *options.cpu_device_count);
+                                  : std::max<int64_t>(cores, 2 * *options.cpu_device_count);
       setenv("PJRT_NPROC", absl::StrCat(threads).c_str(), /*overwrite=*/0);
     }
     SHARDRT_PJRT_ARGS(PJRT_NamedValue, v);
@@ -91,6 +95,14 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Create(std::shared_ptr<const Plu
   std::shared_ptr<Client> client(new Client());
   client->plugin_ = std::move(plugin);
   client->client_ = create.client;
+  if (options.cpu_device_count.has_value()) {
+    int64_t threads = 0;
+    const char* env = std::getenv("PJRT_NPROC");
+    if (env == nullptr || !absl::SimpleAtoi(env, &threads) || threads < 1) {
+      threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    }
+    client->cpu_pool_threads_ = std::max(threads, *options.cpu_device_count);
+  }
 
   SHARDRT_PJRT_ARGS(PJRT_Client_PlatformName_Args, name);
   name.client = client->client_;

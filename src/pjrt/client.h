@@ -24,11 +24,13 @@ struct ClientOptions {
   // Number of CPU devices (the CPU plugin's int64 option `cpu_device_count`). Leave unset for
   // plugins that do not take it (GPU/TPU), which then use their own device count.
   std::optional<int64_t> cpu_device_count;
-  // Worker threads of the CPU plugin's pools (it reads them from $PJRT_NPROC at creation).
-  // The CPU plugin runs every device's part of a program on one shared pool, and a collective
-  // waits until all devices' parts arrive: with only a few threads (cores), several programs in
-  // flight can occupy them all and stall. Unless $PJRT_NPROC is set, Create sets it to this
-  // value (0: max(64, 16 x cpu_device_count)) when cpu_device_count is given.
+  // Worker threads of the CPU plugin's pool, which it reads from $PJRT_NPROC at creation (and
+  // raises to at least cpu_device_count). Each device's part of a program with collectives
+  // holds one of them until every part has arrived, so only threads / devices such programs can
+  // run at once: ComputationClient bounds executions in flight accordingly (see
+  // cpu_pool_threads()). Unless $PJRT_NPROC is set, Create sets it to this value;
+  // 0: max(cores, 2 x cpu_device_count), which keeps two 8-device programs in flight without
+  // oversubscribing the cores.
   int64_t cpu_worker_threads = 0;
 };
 
@@ -48,6 +50,9 @@ class Client {
   const std::string& platform_name() const { return platform_name_; }
   const std::string& platform_version() const { return platform_version_; }
   int64_t process_index() const { return process_index_; }
+  // The CPU plugin's worker threads (see ClientOptions::cpu_worker_threads); 0 when unknown
+  // (another plugin, or no cpu_device_count given).
+  int64_t cpu_pool_threads() const { return cpu_pool_threads_; }
   // All devices, in the plugin's order.
   absl::Span<const Device> devices() const { return devices_; }
   // The devices this process can address, in the plugin's order.
@@ -64,6 +69,7 @@ class Client {
   std::string platform_name_;
   std::string platform_version_;
   int64_t process_index_ = 0;
+  int64_t cpu_pool_threads_ = 0;
   std::vector<Device> devices_;
   std::vector<Device> addressable_;
 };
