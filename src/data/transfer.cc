@@ -37,6 +37,27 @@ bool ShardIsContiguous(const ShardGeometry& g, int64_t d) {
   return true;
 }
 
+// True when every device's shard is a whole (unpadded) contiguous run of the global array, so
+// shards can move straight between device buffers and the global host array.
+bool ShardsAreRuns(const ShardGeometry& g) {
+  for (int64_t d = 0; d < g.num_devices(); ++d) {
+    if (!g.holds_data(d) || g.exact_shape(d) != g.shard_shape() || !ShardIsContiguous(g, d)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Byte offset of device d's shard origin in the row-major global array.
+int64_t ShardOffsetBytes(const ShardGeometry& g, int64_t d, int64_t element_bytes) {
+  int64_t offset = 0, stride = element_bytes;
+  for (int64_t k = g.rank() - 1; k >= 0; --k) {
+    offset += g.start(d)[k] * stride;
+    stride *= g.shape()[k];
+  }
+  return offset;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
@@ -75,23 +96,15 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
     // (column blocks, padded uneven shards) are first copied into dense shards. (A strided
     // host view would save that copy, but the CPU plugin then keeps a non-default device
     // layout that executions misread.)
-    bool direct = true;
-    for (int64_t d = 0; d < g.num_devices() && direct; ++d) {
-      direct = g.holds_data(d) && g.exact_shape(d) == g.shard_shape() && ShardIsContiguous(g, d);
-    }
+    const bool direct = ShardsAreRuns(g);
     if (!direct) {
       SHARDRT_ASSIGN_OR_RETURN(padded[i],
                                SplitHostArray(g, a.type, a.data, ShardPadding::kPadded));
     }
-    // Row-major byte strides of the global array.
-    std::vector<int64_t> strides(g.rank(), elem);
-    for (int64_t k = g.rank() - 2; k >= 0; --k) strides[k] = strides[k + 1] * g.shape()[k + 1];
     for (size_t d = 0; d < layout.devices.size(); ++d) {
       UploadTask task{i, d, nullptr};
       if (direct) {
-        int64_t offset = 0;
-        for (int64_t k = 0; k < g.rank(); ++k) offset += g.start(d)[k] * strides[k];
-        task.origin = a.data.data() + offset;
+        task.origin = a.data.data() + ShardOffsetBytes(g, static_cast<int64_t>(d), elem);
       } else {
         task.origin = padded[i][d].data();
       }
@@ -184,15 +197,20 @@ absl::StatusOr<DataPtr> TransferShardsToDevice(const std::shared_ptr<pjrt::Clien
 absl::StatusOr<std::vector<HostArray>> TransferFromDevice(ThreadPool* pool,
                                                           std::span<const DataPtr> data) {
   static Metric* const time =
-GlobalMetrics().GetMetric(kTransferFromDeviceTime, MetricRepr::kTime);
+      GlobalMetrics().GetMetric(kTransferFromDeviceTime, MetricRepr::kTime);
   static Metric* const bytes_out = GlobalMetrics().GetMetric(kOutboundData, MetricRepr::kBytes);
   ScopedTimer timer(time);
+  // One download per tile (its replica 0), into the output array itself when the shards are
+  // contiguous runs of it, else into a padded staging shard that Assemble places.
   struct Download {
     size_t data = 0;
     size_t device = 0;
+    std::byte* dst = nullptr;
+    size_t size = 0;
   };
   std::vector<Download> downloads;
-  std::vector<std::vector<std::vector<std::byte>>> host_shards(data.size());
+  std::vector<HostArray> out(data.size());
+  std::vector<std::vector<std::vector<std::byte>>> staging(data.size());
   int64_t total_bytes = 0;
   for (size_t i = 0; i < data.size(); ++i) {
     if (data[i] == nullptr) {
@@ -201,14 +219,28 @@ GlobalMetrics().GetMetric(kTransferFromDeviceTime, MetricRepr::kTime);
     SHARDRT_RETURN_IF_ERROR(data[i]->Await());
     const DataLayout& layout = data[i]->layout();
     const ShardGeometry& g = layout.geometry;
+    const int64_t elem = ElementSizeInBytes(layout.global.type);
     SHARDRT_ASSIGN_OR_RETURN(int64_t shard_elems, NumElements(layout.shard_dims));
-    const int64_t shard_bytes = shard_elems * ElementSizeInBytes(layout.global.type);
-    host_shards[i].resize(layout.devices.size());
+    const size_t shard_bytes = static_cast<size_t>(shard_elems * elem);
+    out[i].type = layout.global.type;
+    out[i].dims = layout.global.dims;
+    const bool direct = ShardsAreRuns(g);
+    if (direct) {
+      out[i].data.resize(static_cast<size_t>(g.num_elements() * elem));
+    } else {
+      staging[i].resize(layout.devices.size());
+    }
     for (int64_t t = 0; t < g.num_tiles(); ++t) {
-      const int64_t d = g.tile_devices(t)[0];  // replica 0 of each tile
-      host_shards[i][d].resize(shard_bytes);
-      downloads.push_back({i, static_cast<size_t>(d)});
-      total_bytes += shard_bytes;
+      const int64_t d = g.tile_devices(t)[0];
+      std::byte* dst = nullptr;
+      if (direct) {
+        dst = out[i].data.data() + ShardOffsetBytes(g, d, elem);
+      } else {
+        staging[i][d].resize(shard_bytes);
+        dst = staging[i][d].data();
+      }
+      downloads.push_back({i, static_cast<size_t>(d), dst, shard_bytes});
+      total_bytes += static_cast<int64_t>(shard_bytes);
     }
   }
   const int64_t per = downloads.empty() ? 0 : total_bytes / static_cast<int64_t>(downloads.size());
@@ -219,24 +251,21 @@ GlobalMetrics().GetMetric(kTransferFromDeviceTime, MetricRepr::kTime);
           const Download& dl = downloads[k];
           const ShardBuffers* buffers = data[dl.data]->buffers();
           if (buffers == nullptr) return data[dl.data]->Usable();
-          std::vector<std::byte>& dst = host_shards[dl.data][dl.device];
           SHARDRT_ASSIGN_OR_RETURN(pjrt::Event event,
-                                   buffers->buffers[dl.device].ToHost(dst.data(), dst.size()));
+                                   buffers->buffers[dl.device].ToHost(dl.dst, dl.size));
           SHARDRT_RETURN_IF_ERROR(event.Await());
         }
         return absl::OkStatus();
       }));
-  std::vector<HostArray> out(data.size());
   for (size_t i = 0; i < data.size(); ++i) {
+    if (staging[i].empty()) continue;  // downloaded in place
     const DataLayout& layout = data[i]->layout();
     const ShardGeometry& g = layout.geometry;
     std::vector<std::span<const std::byte>> spans(layout.devices.size());
     for (int64_t t = 0; t < g.num_tiles(); ++t) {
       std::span<const int64_t> devices = g.tile_devices(t);
-      for (int64_t d : devices) spans[d] = host_shards[i][devices[0]];
+      for (int64_t d : devices) spans[d] = staging[i][devices[0]];
     }
-    out[i].type = layout.global.type;
-    out[i].dims = layout.global.dims;
     SHARDRT_ASSIGN_OR_RETURN(out[i].data, AssembleHostArray(g, layout.global.type, spans,
                                                             ShardPadding::kPadded));
   }
