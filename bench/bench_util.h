@@ -48,6 +48,10 @@ inline absl::StatusOr<std::shared_ptr<pjrt::Client>> ClientFor(int devices) {
   return *client;
 }
 
+// A ComputationClient over ClientFor(devices), created on first use and kept for the process.
+// Aborts the benchmark (CheckOk) if the client cannot be made.
+inline ComputationClient& ComputationClientFor(int devices);
+
 // Rows per device and columns of every argument of the `x + 1` program: f32[kRows * D, kCols]
 // split on dim 0, so each device holds f32[kRows, kCols] (4 KiB) per argument.
 inline constexpr int64_t kRows = 8;
@@ -93,6 +97,19 @@ inline void CheckOk(const absl::Status& status, const char* what) {
     std::fprintf(stderr, "%s: %s\n", what, status.ToString().c_str());
     std::exit(1);
   }
+}
+
+inline ComputationClient& ComputationClientFor(int devices) {
+  static auto* clients = new std::map<int, std::unique_ptr<ComputationClient>>();
+  auto& c = (*clients)[devices];
+  if (c == nullptr) {
+    auto pjrt_client = ClientFor(devices);
+    CheckOk(pjrt_client.status(), "client");
+    auto cc = ComputationClient::Create(*pjrt_client);
+    CheckOk(cc.status(), "ComputationClient");
+    c = std::move(*cc);
+  }
+  return *c;
 }
 
 // The line protocol of the interleaving driver (bench/run). One request per line on stdin, one

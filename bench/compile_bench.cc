@@ -13,19 +13,6 @@
 namespace shardrt::bench {
 namespace {
 
-ComputationClient& ClientOf(int devices) {
-  static auto* clients = new std::map<int, std::unique_ptr<ComputationClient>>();
-  auto& c = (*clients)[devices];
-  if (c == nullptr) {
-    auto pjrt_client = ClientFor(devices);
-    CheckOk(pjrt_client.status(), "client");
-    auto cc = ComputationClient::Create(*pjrt_client);
-    CheckOk(cc.status(), "ComputationClient");
-    c = std::move(*cc);
-  }
-  return *c;
-}
-
 CompileRequest Request(int devices, int k, const std::string& tag = "") {
   CompileRequest r;
   r.name = absl::StrCat("add_one_", k);
@@ -36,7 +23,7 @@ CompileRequest Request(int devices, int k, const std::string& tag = "") {
 
 void BM_CompileCacheHit(benchmark::State& state) {
   const int devices = state.range(0), k = state.range(1);
-  ComputationClient& client = ClientOf(devices);
+  ComputationClient& client = ComputationClientFor(devices);
   const CompileRequest request = Request(devices, k);
   CheckOk(client.Compile(request).status(), "compile");
   for (auto _ : state) {
@@ -48,7 +35,7 @@ void BM_CompileCacheHit(benchmark::State& state) {
 
 void BM_CompileCold(benchmark::State& state) {
   const int devices = state.range(0), k = state.range(1);
-  ComputationClient& client = ClientOf(devices);
+  ComputationClient& client = ComputationClientFor(devices);
   static std::atomic<int> fresh{0};
   for (auto _ : state) {
     state.PauseTiming();

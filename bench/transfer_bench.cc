@@ -23,19 +23,6 @@ namespace {
 
 constexpr int64_t kRowBytes = 1024 * sizeof(float);
 
-ComputationClient& ClientOf(int devices) {
-  static auto* clients = new std::map<int, std::unique_ptr<ComputationClient>>();
-  auto& c = (*clients)[devices];
-  if (c == nullptr) {
-    auto pjrt_client = ClientFor(devices);
-    CheckOk(pjrt_client.status(), "client");
-    auto cc = ComputationClient::Create(*pjrt_client);
-    CheckOk(cc.status(), "ComputationClient");
-    c = std::move(*cc);
-  }
-  return *c;
-}
-
 // A global f32[bytes / 4 KiB, 1024] array of ones and its layout split over `devices`.
 struct Array {
   std::vector<float> values;
@@ -86,7 +73,7 @@ void BM_MemcpyFresh(benchmark::State& state) {
 void BM_TransferToDevice(benchmark::State& state) {
   const int devices = state.range(0);
   const int64_t bytes = state.range(1);
-  ComputationClient& client = ClientOf(devices);
+  ComputationClient& client = ComputationClientFor(devices);
   Array a = MakeArray(client, devices, bytes);
   for (auto _ : state) {
     auto data = client.TransferToDevice({&a.view, 1}, {&a.layout, 1});
@@ -98,7 +85,7 @@ void BM_TransferToDevice(benchmark::State& state) {
 void BM_TransferFromDevice(benchmark::State& state) {
   const int devices = state.range(0);
   const int64_t bytes = state.range(1);
-  ComputationClient& client = ClientOf(devices);
+  ComputationClient& client = ComputationClientFor(devices);
   Array a = MakeArray(client, devices, bytes);
   auto data = client.TransferToDevice({&a.view, 1}, {&a.layout, 1});
   CheckOk(data.status(), "TransferToDevice");
