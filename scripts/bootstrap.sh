@@ -6,10 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config clang
+  build-essential cmake ninja-build pkg-config clang libclang-rt-dev
   libabsl-dev libprotobuf-dev protobuf-compiler libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-pip unzip ca-certificates curl
+  python3 python3-pip python3-venv unzip ca-certificates curl
 )
 WHEEL_NAME=xla-cpu-pjrt
 WHEEL_VERSION=0.0.1
