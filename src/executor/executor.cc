@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -114,7 +115,10 @@ void Executor::Core::Run(const ExecutionPtr& e) {
     lock_ns = e->lock_ns;
   }
   const Computation& computation = *e->computation;
-  TraceSpan span("Execution", "executor");
+  // Closed before Release below: once released, a waiter may stop the trace recorder.
+  std::optional<TraceSpan> execution_span;
+  execution_span.emplace("Execution", "executor");
+  TraceSpan& span = *execution_span;
   if (span.active()) {
     if (!TraceThreadNamed()) {
       SetTraceThreadName(absl::StrCat("shardrt pool ", pool->CurrentThreadId()));
@@ -167,6 +171,7 @@ void Executor::Core::Run(const ExecutionPtr& e) {
     for (const DataPtr& out : e->outputs) out->Fail(status);
   }
   e->outputs.clear();
+  execution_span.reset();
   Release(e, status);
 }
 
