@@ -387,3 +387,35 @@ TEST(TransferTest, ShardsTheCallerAlreadyHoldsGoUpAsOneArray) {
 
 }  // namespace
 }  // namespace shardrt
+
+namespace shardrt {
+namespace {
+
+using namespace shardrt::testing;
+
+// MLIR bytecode (as JAX hands programs to PJRT) compiles too; with no text signature the global
+// shapes come from the per-device shapes and shardings.
+TEST(ExecuteReplicatedBytecodeTest, JaxBytecodeProgramRuns) {
+  auto client = MakeClient();
+  ASSERT_NE(client, nullptr);
+  ComputationPtr c = CompileTestProgram(*client, "scale_sum_jax.mlirbc", 8);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->parameter_layout(0)->global.dims, (std::vector<int64_t>{16, 4}));
+  EXPECT_EQ(c->output_layout(1)->global.dims, (std::vector<int64_t>{4}));
+  std::vector<float> x = RandomFloats(64, 11);
+  DataPtr dx = Upload(*client, MakeArray(ElementType::kF32, {16, 4}, x),
+                      c->parameter_layout(0)->sharding);
+  auto out = client->ExecuteReplicated(*c, {dx});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> y = Values<float>(Download(*client, (*out)[0]));
+  std::vector<float> s = Values<float>(Download(*client, (*out)[1]));
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], 2 * x[i] + 1);
+  for (int col = 0; col < 4; ++col) {
+    double e = 0;
+    for (int r = 0; r < 16; ++r) e += x[r * 4 + col];
+    EXPECT_NEAR(s[col], e, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace shardrt
