@@ -245,8 +245,7 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
                                                          ": ", why.message()));
           }
           const DataLayout& expected = *computation.parameter_layout(i);
-          if (arg->layout().fingerprint != expected.fingerprint &&
-              !arg->layout().SameAs(expected)) {
+          if (arg->layout().fingerprint != expected.fingerprint) {
             return absl::InvalidArgumentError(
                 ArgumentMismatch(computation, i, expected, arg->layout()));
           }

@@ -7,12 +7,6 @@ namespace shardrt {
 Data::Data(std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout)
     : client_(std::move(client)), layout_(std::move(layout)) {}
 
-Data::~Data() {
-  // Release buffers before the client (buffers_ may be shared with assigned placeholders;
-  // each holder keeps the client alive through its own client_).
-  buffers_.reset();
-}
-
 absl::StatusOr<DataPtr> Data::Create(std::shared_ptr<pjrt::Client> client,
                                      std::shared_ptr<const DataLayout> layout,
                                      std::vector<pjrt::Buffer> buffers) {

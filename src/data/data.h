@@ -54,7 +54,6 @@ class Data {
 
   Data(const Data&) = delete;
   Data& operator=(const Data&) = delete;
-  ~Data();
 
   const DataLayout& layout() const { return *layout_; }
   const std::shared_ptr<const DataLayout>& shared_layout() const { return layout_; }
@@ -94,6 +93,7 @@ class Data {
   // Publishes `state`, wakes waiters and runs the OnReady callbacks (with mu_ released).
   void Complete(State state, std::unique_lock<std::mutex>& lock);
 
+  // Declared first, so destroyed last: the buffers below go before the client they live in.
   const std::shared_ptr<pjrt::Client> client_;
   const std::shared_ptr<const DataLayout> layout_;
   std::atomic<State> state_{State::kPending};

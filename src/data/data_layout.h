@@ -25,7 +25,9 @@ struct DataLayout {
   std::vector<const pjrt::Device*> devices;   // device i holds shard i (borrowed from client)
   ShardGeometry geometry;                     // index domains; padded shard dims
   std::vector<int64_t> shard_dims;            // padded per-device buffer dims
-  uint64_t fingerprint = 0;                   // hash of (global, sharding, device ids)
+  // 64-bit hash of (type, dims, canonical sharding text, device ids): ExecuteReplicated checks
+  // an argument by comparing this alone.
+  uint64_t fingerprint = 0;
 
   // Builds a layout, computing the padded shard dims and the fingerprint.
   // Errors: InvalidArgument if the sharding does not fit the shape or the device count.

@@ -39,8 +39,6 @@ std::string SerializeSharding(const xla::OpSharding& sharding) {
 
 }  // namespace
 
-int64_t ExecutableIntrospectionCount() { return IntrospectionCounter()->Value(); }
-
 absl::StatusOr<std::unique_ptr<LoadedExecutable>> LoadedExecutable::Compile(
     std::shared_ptr<Client> client, absl::string_view code, ProgramFormat format,
     const CompileOptions& options) {

@@ -119,8 +119,5 @@ class LoadedExecutable {
   ExecutableSignature signature_;
 };
 
-// Total ExecutableIntrospection calls so far in this process (the counter of that name in
-// GlobalMetrics()).
-int64_t ExecutableIntrospectionCount();
 
 }  // namespace shardrt::pjrt
