@@ -2,12 +2,12 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "base/json_writer.h"
 #include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "base/json_writer.h"
+#include "cli/runtime_setup.h"
 #include "pjrt/client.h"
-#include "pjrt/plugin.h"
 
 namespace shardrt::cli {
 
@@ -20,14 +20,9 @@ absl::Status DevicesCommand(const std::vector<std::string>& args) {
         absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
   }
   SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices, flags.GetInt("devices", 8, 1, 4096));
-  std::string path = flags.Get("plugin").value_or(pjrt::Plugin::DefaultPath());
-  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<const pjrt::Plugin> plugin, pjrt::Plugin::Load(path));
-  pjrt::ClientOptions options;
-  if (path.find("cpu") != std::string::npos || !flags.Has("plugin")) {
-    options.cpu_device_count = num_devices;
-  }
   SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<pjrt::Client> client,
-                           pjrt::Client::Create(plugin, options));
+                           CreatePjrtClient({num_devices, flags.Get("plugin")}));
+  const pjrt::Plugin& plugin = *client->plugin();
   if (flags.Has("json")) {
     std::string out = "[";
     bool first = true;
@@ -44,7 +39,7 @@ absl::Status DevicesCommand(const std::vector<std::string>& args) {
     return absl::OkStatus();
   }
   std::printf("platform %s (%s), PJRT C API %d.%d, %zu devices\n", client->platform_name().c_str(),
-              client->platform_version().c_str(), plugin->api_major(), plugin->api_minor(),
+              client->platform_version().c_str(), plugin.api_major(), plugin.api_minor(),
               client->devices().size());
   for (const pjrt::Device& d : client->devices()) {
     std::printf("  id=%lld kind=%s process=%lld local_hardware_id=%lld %s\n",

@@ -9,16 +9,17 @@
 
 namespace shardrt::cli {
 
-absl::StatusOr<std::unique_ptr<ComputationClient>> CreateRuntime(const RuntimeOptions& options) {
+absl::StatusOr<std::shared_ptr<pjrt::Client>> CreatePjrtClient(const RuntimeOptions& options) {
   const std::string path = options.plugin_path.value_or(pjrt::Plugin::DefaultPath());
   SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<const pjrt::Plugin> plugin, pjrt::Plugin::Load(path));
   pjrt::ClientOptions client_options;
-  // The CPU plugin takes its device count as an option; other plugins use their hardware.
-  if (!options.plugin_path.has_value() || path.find("cpu") != std::string::npos) {
-    client_options.cpu_device_count = options.num_devices;
-  }
-  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<pjrt::Client> client,
-                           pjrt::Client::Create(plugin, client_options));
+  const std::string file = path.substr(path.find_last_of('/') + 1);
+  if (file.find("cpu") != std::string::npos) client_options.cpu_device_count = options.num_devices;
+  return pjrt::Client::Create(plugin, client_options);
+}
+
+absl::StatusOr<std::unique_ptr<ComputationClient>> CreateRuntime(const RuntimeOptions& options) {
+  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<pjrt::Client> client, CreatePjrtClient(options));
   if (static_cast<int64_t>(client->addressable_devices().size()) < options.num_devices) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--devices ", options.num_devices, ": the plugin has only ",

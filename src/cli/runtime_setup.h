@@ -17,7 +17,13 @@ struct RuntimeOptions {
   std::optional<std::string> plugin_path;  // default: pjrt::Plugin::DefaultPath()
 };
 
-// Errors: the plugin's (missing file, not a plugin, bad version), or client creation's; and
+// Loads the plugin and creates its client. A CPU plugin (its file name says "cpu", as the
+// default one's does) gets cpu_device_count = num_devices; other plugins use their own devices.
+// Errors: the plugin's (missing file, not a plugin, bad version), or client creation's.
+[[nodiscard]] absl::StatusOr<std::shared_ptr<pjrt::Client>> CreatePjrtClient(
+    const RuntimeOptions& options);
+
+// CreatePjrtClient wrapped in a ComputationClient. Errors: CreatePjrtClient's, and
 // InvalidArgument when the plugin offers fewer devices than asked for.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<ComputationClient>> CreateRuntime(
     const RuntimeOptions& options);
