@@ -1,4 +1,4 @@
-// Shared pieces of the benchmarks: one PJRT client per device count, the k-argument `x + 1`
+// Shared pieces of the benchmarks: one runtime per device count, the k-argument `x + 1`
 // program, timing helpers, and the line protocol that bench/run drives (see ServeLoop).
 #pragma once
 
@@ -19,37 +19,36 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/json_writer.h"
-#include "client/computation_client.h"
-#include "pjrt/client.h"
-#include "pjrt/plugin.h"
+#include "shardrt/client/computation_client.h"
+#include "shardrt/pjrt/client.h"
+#include "shardrt/runtime/runtime.h"
 
 namespace shardrt::bench {
 
-// The PJRT client for `devices` devices, created on first use and kept for the process (clients
-// are heavy: one per device count per process). With the CPU plugin (the default) the client
-// gets exactly `devices` CPU devices; another plugin (SHARDRT_PJRT_PLUGIN, e.g. CUDA) uses its
-// own devices, of which the benchmarks take the first `devices`.
-inline absl::StatusOr<std::shared_ptr<pjrt::Client>> ClientFor(int devices) {
-  static auto* clients = new std::map<int, std::shared_ptr<pjrt::Client>>();
-  if (auto it = clients->find(devices); it != clients->end()) return it->second;
-  const std::string path = pjrt::Plugin::DefaultPath();
-  auto plugin = pjrt::Plugin::Load(path);
-  if (!plugin.ok()) return plugin.status();
-  pjrt::ClientOptions options;
-  if (path.find("cpu") != std::string::npos) options.cpu_device_count = devices;
-  auto client = pjrt::Client::Create(*plugin, options);
-  if (!client.ok()) return client.status();
-  if (static_cast<int>((*client)->addressable_devices().size()) < devices) {
-    return absl::InvalidArgumentError(absl::StrCat("the plugin has only ",
-                                                   (*client)->addressable_devices().size(),
-                                                   " devices, asked for ", devices));
-  }
-  (*clients)[devices] = *client;
-  return *client;
+// The runtime (the library's front door) for `devices` devices, created on first use and kept
+// for the process (one per device count). The plugin is found as for any user
+// (SHARDRT_PJRT_PLUGIN selects another, e.g. CUDA; the first `devices` of its devices are used).
+inline absl::StatusOr<Runtime*> RuntimeFor(int devices) {
+  static auto* runtimes = new std::map<int, std::unique_ptr<Runtime>>();
+  if (auto it = runtimes->find(devices); it != runtimes->end()) return it->second.get();
+  RuntimeOptions options;
+  options.devices = devices;
+  auto runtime = Runtime::Create(options);
+  if (!runtime.ok()) return runtime.status();
+  Runtime* r = runtime->get();
+  (*runtimes)[devices] = std::move(*runtime);
+  return r;
 }
 
-// A ComputationClient over ClientFor(devices), created on first use and kept for the process.
-// Aborts the benchmark (CheckOk) if the client cannot be made.
+// RuntimeFor(devices)'s PJRT client.
+inline absl::StatusOr<std::shared_ptr<pjrt::Client>> ClientFor(int devices) {
+  auto runtime = RuntimeFor(devices);
+  if (!runtime.ok()) return runtime.status();
+  return (*runtime)->pjrt_client();
+}
+
+// RuntimeFor(devices)'s ComputationClient. Aborts the benchmark (CheckOk) if the runtime cannot
+// be made.
 inline ComputationClient& ComputationClientFor(int devices);
 
 // Rows per device and columns of every argument of the `x + 1` program: f32[kRows * D, kCols]
@@ -100,16 +99,9 @@ inline void CheckOk(const absl::Status& status, const char* what) {
 }
 
 inline ComputationClient& ComputationClientFor(int devices) {
-  static auto* clients = new std::map<int, std::unique_ptr<ComputationClient>>();
-  auto& c = (*clients)[devices];
-  if (c == nullptr) {
-    auto pjrt_client = ClientFor(devices);
-    CheckOk(pjrt_client.status(), "client");
-    auto cc = ComputationClient::Create(*pjrt_client);
-    CheckOk(cc.status(), "ComputationClient");
-    c = std::move(*cc);
-  }
-  return *c;
+  auto runtime = RuntimeFor(devices);
+  CheckOk(runtime.status(), "runtime");
+  return (*runtime)->client();
 }
 
 // The line protocol of the interleaving driver (bench/run). One request per line on stdin, one

@@ -11,7 +11,7 @@
 
 #include <cstring>
 
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 #include "bench_util.h"
 #include "decoder/decoder_config.h"
 #include "decoder/decoder_program.h"
@@ -65,8 +65,8 @@ class Decoder {
     config.max_seq = config.prompt_len + tokens;
     SHARDRT_RETURN_IF_ERROR(decoder::ValidateConfig(config));
     SHARDRT_RETURN_IF_ERROR(decoder::ValidateGeneration(config, tokens));
-    SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<pjrt::Client> pjrt_client, ClientFor(devices));
-    SHARDRT_ASSIGN_OR_RETURN(client_, ComputationClient::Create(pjrt_client));
+    SHARDRT_ASSIGN_OR_RETURN(Runtime * runtime, RuntimeFor(devices));
+    client_ = &runtime->client();
     for (auto [emit, out] : {std::pair{&decoder::EmitPrefill, &prefill_},
                              std::pair{&decoder::EmitDecodeStep, &decode_}}) {
       SHARDRT_ASSIGN_OR_RETURN(decoder::DecoderProgram program, emit(config));
@@ -109,7 +109,7 @@ class Decoder {
 
   int64_t tokens_ = 0;
   size_t num_caches_ = 0;
-  std::unique_ptr<ComputationClient> client_;
+  ComputationClient* client_ = nullptr;  // borrowed from RuntimeFor(devices)
   ComputationPtr prefill_, decode_;
   DataPtr prompt_;
   std::vector<DataPtr> weights_, positions_;

@@ -35,12 +35,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "base/thread_pool.h"
+#include "shardrt/base/status_macros.h"
+#include "shardrt/base/thread_pool.h"
 #include "bench_util.h"
-#include "client/computation.h"
-#include "pjrt/buffer.h"
-#include "pjrt/executable.h"
+#include "shardrt/client/computation.h"
+#include "shardrt/pjrt/buffer.h"
+#include "shardrt/pjrt/executable.h"
 
 namespace shardrt::bench {
 namespace {
@@ -248,7 +248,7 @@ std::optional<Arm> ArmByName(const std::string& name) {
 struct Runtimes {
   int devices = 0;
   std::shared_ptr<pjrt::Client> client;
-  std::unique_ptr<ComputationClient> shardrt;         // its own pool (one thread per core)
+  ComputationClient* shardrt = nullptr;  // the runtime's (its pool: one thread per core)
   std::unique_ptr<ThreadPool> serial_pool;            // one thread: ParallelFor runs inline
   std::unique_ptr<ComputationClient> shardrt_serial;
   std::unique_ptr<ThreadPool> old_pool;               // one thread per core, like the old pool
@@ -261,14 +261,15 @@ Runtimes& RuntimesFor(int devices) {
   if (r != nullptr) return *r;
   r = std::make_unique<Runtimes>();
   r->devices = devices;
-  auto client = ClientFor(devices);
-  CheckOk(client.status(), "client");
-  r->client = *client;
-  auto cc = ComputationClient::Create(r->client);
-  CheckOk(cc.status(), "ComputationClient");
-  r->shardrt = std::move(*cc);
+  auto runtime = RuntimeFor(devices);
+  CheckOk(runtime.status(), "runtime");
+  r->client = (*runtime)->pjrt_client();
+  r->shardrt = &(*runtime)->client();
   r->serial_pool = std::make_unique<ThreadPool>(1);
-  auto serial = ComputationClient::Create(r->client, {.pool = r->serial_pool.get()});
+  // The serial arm: the same client settings, but a one-thread pool (all plumbing inline).
+  auto serial = ComputationClient::Create(
+      r->client, {.pool = r->serial_pool.get(),
+                  .max_device_parts_in_flight = (*runtime)->plugin_threads()});
   CheckOk(serial.status(), "ComputationClient (serial)");
   r->shardrt_serial = std::move(*serial);
   r->old_pool = std::make_unique<ThreadPool>(
@@ -301,7 +302,7 @@ class Case {
   // Runs every arm once and checks output values (output i = input i + 1 = i + 1).
   absl::Status Verify() {
     // shardrt (and its serial twin): every output, downloaded whole.
-    for (ComputationClient* cc : {rt_.shardrt.get(), rt_.shardrt_serial.get()}) {
+    for (ComputationClient* cc : {rt_.shardrt, rt_.shardrt_serial.get()}) {
       SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> out, cc->ExecuteReplicated(*comp_, args_));
       SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, cc->TransferFromDevice(out));
       for (int i = 0; i < k_; ++i) {

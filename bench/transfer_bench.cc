@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/text.h"
 
 namespace shardrt::bench {
 namespace {

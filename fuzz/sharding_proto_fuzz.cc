@@ -8,7 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "sharding/proto.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shardrt;

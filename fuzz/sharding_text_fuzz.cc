@@ -9,9 +9,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
-#include "sharding/geometry.h"
+#include "shardrt/sharding/geometry.h"
 #include "sharding/proto.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/text.h"
 
 namespace {
 

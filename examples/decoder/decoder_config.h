@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "base/element_type.h"
+#include "shardrt/base/element_type.h"
 
 namespace shardrt::decoder {
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 
 namespace shardrt::decoder {
 namespace {

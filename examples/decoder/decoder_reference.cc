@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 
 namespace shardrt::decoder {
 namespace {

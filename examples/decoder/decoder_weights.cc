@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 
 namespace shardrt::decoder {
 namespace {

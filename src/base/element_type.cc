@@ -1,4 +1,4 @@
-#include "base/element_type.h"
+#include "shardrt/base/element_type.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "base/metrics.h"
+#include "shardrt/base/metrics.h"
 
 #include "base/json_writer.h"
 

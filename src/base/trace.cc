@@ -1,4 +1,4 @@
-#include "base/trace.h"
+#include "shardrt/base/trace.h"
 
 #include <unistd.h>
 
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/json_writer.h"
-#include "base/metrics.h"
+#include "shardrt/base/metrics.h"
 
 namespace shardrt {
 

@@ -10,14 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/runtime_setup.h"
 #include "decoder/decoder_config.h"
 #include "decoder/decoder_program.h"
 #include "decoder/decoder_weights.h"
-#include "executor/executor.h"
+#include "shardrt/executor/executor.h"
 
 namespace shardrt::cli {
 namespace {
@@ -73,8 +73,9 @@ absl::Status DemoCommand(const std::vector<std::string>& args) {
 
   CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
   SHARDRT_RETURN_IF_ERROR(reports.Start());
-  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<ComputationClient> client,
-                           CreateRuntime({n, flags.Get("plugin")}));
+  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
+                           CreateCliRuntime(n, flags.Get("plugin")));
+  ComputationClient* client = &runtime->client();
   SHARDRT_ASSIGN_OR_RETURN(DecoderProgram prefill_program, decoder::EmitPrefill(config));
   SHARDRT_ASSIGN_OR_RETURN(DecoderProgram decode_program, decoder::EmitDecodeStep(config));
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr prefill, CompileProgram(*client, prefill_program, n));
@@ -110,7 +111,7 @@ absl::Status DemoCommand(const std::vector<std::string>& args) {
 
   const bool progress = isatty(STDERR_FILENO);
   auto start = std::chrono::steady_clock::now();
-  Executor executor(client.get());
+  Executor& executor = runtime->executor();
   std::vector<DataPtr> prefill_args = {uploaded[0]};
   prefill_args.insert(prefill_args.end(), weight_data.begin(), weight_data.end());
   SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state,

@@ -3,11 +3,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/json_writer.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/runtime_setup.h"
-#include "pjrt/client.h"
+#include "shardrt/pjrt/client.h"
 
 namespace shardrt::cli {
 
@@ -20,9 +20,10 @@ absl::Status DevicesCommand(const std::vector<std::string>& args) {
         absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
   }
   SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices, flags.GetInt("devices", 8, 1, 4096));
-  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<pjrt::Client> client,
-                           CreatePjrtClient({num_devices, flags.Get("plugin")}));
-  const pjrt::Plugin& plugin = *client->plugin();
+  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
+                           CreateCliRuntime(num_devices, flags.Get("plugin")));
+  const pjrt::Client* client = runtime->pjrt_client().get();
+  const pjrt::Plugin& plugin = runtime->plugin();
   if (flags.Has("json")) {
     std::string out = "[";
     bool first = true;

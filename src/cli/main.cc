@@ -35,8 +35,6 @@ constexpr Command kCommands[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Keep the plugin's informational log lines off stderr unless the user asks for them.
-  setenv("TF_CPP_MIN_LOG_LEVEL", "2", /*overwrite=*/0);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "help") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 
 namespace shardrt::cli {
 namespace {

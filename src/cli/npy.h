@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "base/element_type.h"
+#include "shardrt/base/element_type.h"
 
 namespace shardrt::cli {
 

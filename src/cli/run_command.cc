@@ -6,18 +6,17 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <sys/stat.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/npy.h"
 #include "cli/runtime_setup.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/text.h"
 
 namespace shardrt::cli {
 namespace {
@@ -28,20 +27,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// The partition count the program declares (mhlo.num_partitions), if any.
-std::optional<int64_t> DeclaredPartitions(const std::string& program) {
-  static const std::regex re(R"(mhlo\.num_partitions\s*=\s*(\d+))");
-  std::smatch m;
-  if (!std::regex_search(program, m, re)) return std::nullopt;
-  int64_t n = 0;
-  if (!absl::SimpleAtoi(m[1].str(), &n)) return std::nullopt;
-  return n;
-}
-
-std::string Describe(const ArrayShape& s) {
-  return absl::StrCat(ElementTypeName(s.type), DimsToString(s.dims));
 }
 
 }  // namespace
@@ -68,18 +53,12 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
     }
   }
   SHARDRT_ASSIGN_OR_RETURN(std::string program, ReadFile(program_path));
-  if (auto declared = DeclaredPartitions(program);
-      declared.has_value() && *declared != num_devices) {
-    return absl::InvalidArgumentError(absl::StrCat(program_path, " declares mhlo.num_partitions = ",
-                                                   *declared, " but --devices is ", num_devices));
-  }
-  // Partitioner: a program written with the sdy dialect needs Shardy.
-  if (program.find("sdy.") != std::string::npos) partitioner = pjrt::Partitioner::kShardy;
 
   CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
   SHARDRT_RETURN_IF_ERROR(reports.Start());
-  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<ComputationClient> client,
-                           CreateRuntime({num_devices, flags.Get("plugin")}));
+  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
+                           CreateCliRuntime(num_devices, flags.Get("plugin")));
+  ComputationClient* client = &runtime->client();
   CompileRequest request;
   request.name = program_path.substr(program_path.find_last_of('/') + 1);
   request.program = program;
@@ -106,8 +85,8 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
     ArrayShape got{npy.type, npy.shape};
     if (got != expected->global) {
       return absl::InvalidArgumentError(absl::StrCat("argument ", i, " (", file, "): expected ",
-                                                     Describe(expected->global), ", got ",
-                                                     Describe(got)));
+                                                     ShapeToString(expected->global), ", got ",
+                                                     ShapeToString(got)));
     }
     std::shared_ptr<const DataLayout> layout = expected;
     if (at != std::string::npos) {
@@ -164,7 +143,7 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
                                             results[i].data.size())};
       SHARDRT_RETURN_IF_ERROR(WriteNpy(where, npy));
     }
-    std::printf("output %zu: %s %s%s%s\n", i, Describe(outputs[i]->shape()).c_str(),
+    std::printf("output %zu: %s %s%s%s\n", i, ShapeToString(outputs[i]->shape()).c_str(),
                 outputs[i]->sharding().ToString().c_str(), where.empty() ? "" : " -> ",
                 where.c_str());
   }

@@ -1,31 +1,69 @@
 #include "cli/runtime_setup.h"
 
-#include "absl/strings/str_cat.h"
-#include <cstdio>
+#include <unistd.h>
 
-#include "base/metrics.h"
-#include "base/status_macros.h"
-#include "pjrt/plugin.h"
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "shardrt/base/status_macros.h"
+#include "shardrt/base/metrics.h"
+
+extern char** environ;
 
 namespace shardrt::cli {
+namespace {
 
-absl::StatusOr<std::shared_ptr<pjrt::Client>> CreatePjrtClient(const RuntimeOptions& options) {
-  const std::string path = options.plugin_path.value_or(pjrt::Plugin::DefaultPath());
-  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<const pjrt::Plugin> plugin, pjrt::Plugin::Load(path));
-  pjrt::ClientOptions client_options;
-  const std::string file = path.substr(path.find_last_of('/') + 1);
-  if (file.find("cpu") != std::string::npos) client_options.cpu_device_count = options.num_devices;
-  return pjrt::Client::Create(plugin, client_options);
+// Longest command line the CLI re-reads from /proc/self/cmdline.
+constexpr std::streamsize kMaxCommandLine = 1 << 20;
+
+// Starts this program again with `additions` in its environment (execve does not return on
+// success). Returns when that cannot be done; the caller goes on unchanged.
+void RestartWith(const std::vector<std::string>& additions) {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string cmdline;
+  cmdline.resize(kMaxCommandLine);
+  in.read(cmdline.data(), kMaxCommandLine);
+  cmdline.resize(static_cast<size_t>(in.gcount()));
+  if (cmdline.empty() || cmdline.size() == static_cast<size_t>(kMaxCommandLine)) return;
+  std::vector<char*> argv;
+  for (size_t i = 0; i < cmdline.size(); i += std::char_traits<char>::length(&cmdline[i]) + 1) {
+    argv.push_back(&cmdline[i]);
+  }
+  argv.push_back(nullptr);
+  std::vector<std::string> storage = additions;
+  std::vector<char*> envp;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) envp.push_back(*e);
+  for (std::string& a : storage) envp.push_back(a.data());
+  envp.push_back(nullptr);
+  std::fflush(stdout);
+  ::execve("/proc/self/exe", argv.data(), envp.data());
 }
 
-absl::StatusOr<std::unique_ptr<ComputationClient>> CreateRuntime(const RuntimeOptions& options) {
-  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<pjrt::Client> client, CreatePjrtClient(options));
-  if (static_cast<int64_t>(client->addressable_devices().size()) < options.num_devices) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--devices ", options.num_devices, ": the plugin has only ",
-        client->addressable_devices().size(), " addressable devices"));
+void ApplyProcessDefaults(int64_t devices) {
+  std::vector<std::string> additions;
+  if (std::getenv("TF_CPP_MIN_LOG_LEVEL") == nullptr) additions.push_back("TF_CPP_MIN_LOG_LEVEL=2");
+  if (std::getenv("PJRT_NPROC") == nullptr) {
+    const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    additions.push_back(absl::StrCat("PJRT_NPROC=", std::max(cores, 2 * devices)));
   }
-  return ComputationClient::Create(std::move(client));
+  if (!additions.empty()) RestartWith(additions);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Runtime>> CreateCliRuntime(
+    int64_t devices, const std::optional<std::string>& plugin) {
+  ApplyProcessDefaults(devices);
+  RuntimeOptions options;
+  options.devices = devices;
+  options.plugin = plugin.value_or("");
+  return Runtime::Create(options);
 }
 
 absl::Status CommandReports::Start() {

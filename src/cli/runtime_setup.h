@@ -1,32 +1,30 @@
-// Shared CLI set-up: load the plugin, create a PJRT client with N CPU devices, and wrap it in a
-// ComputationClient.
+// The CLI's runtime: the library's front door (shardrt::Runtime) with the CLI's process policy,
+// and what a command reports at its end.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "base/trace.h"
-#include "client/computation_client.h"
+#include "shardrt/base/trace.h"
+#include "shardrt/runtime/runtime.h"
 
 namespace shardrt::cli {
 
-struct RuntimeOptions {
-  int64_t num_devices = 8;
-  std::optional<std::string> plugin_path;  // default: pjrt::Plugin::DefaultPath()
-};
-
-// Loads the plugin and creates its client. A CPU plugin (its file name says "cpu", as the
-// default one's does) gets cpu_device_count = num_devices; other plugins use their own devices.
-// Errors: the plugin's (missing file, not a plugin, bad version), or client creation's.
-[[nodiscard]] absl::StatusOr<std::shared_ptr<pjrt::Client>> CreatePjrtClient(
-    const RuntimeOptions& options);
-
-// CreatePjrtClient wrapped in a ComputationClient. Errors: CreatePjrtClient's, and
-// InvalidArgument when the plugin offers fewer devices than asked for.
-[[nodiscard]] absl::StatusOr<std::unique_ptr<ComputationClient>> CreateRuntime(
-    const RuntimeOptions& options);
+// Creates the Runtime for a command on `devices` devices with the plugin given by --plugin (or
+// the library's search, see shardrt/runtime/plugin_search.h).
+//
+// The CLI owns its process, so it also sets the plugin's environment defaults that the library
+// leaves to applications: TF_CPP_MIN_LOG_LEVEL=2 (the plugin's informational lines stay off
+// stderr, which carries one line per error) and PJRT_NPROC = max(cores, 2 x devices) (the CPU
+// plugin's worker threads: two multi-device programs in flight). Each applies only when the
+// variable is unset. Rather than change its own environment, the CLI then starts itself once
+// more with them (execve of /proc/self/exe with the same arguments); if that is impossible it
+// goes on as it is. Errors: Runtime::Create's.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Runtime>> CreateCliRuntime(
+    int64_t devices, const std::optional<std::string>& plugin);
 
 // What a command reports at its end: --metrics prints the metrics report, --trace FILE records
 // Chrome trace events from Start() and writes them in Finish(). Not thread-safe; one per command.

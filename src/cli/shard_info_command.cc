@@ -18,14 +18,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 #include "base/json_writer.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "sharding/geometry.h"
-#include "sharding/shape.h"
-#include "sharding/sharding.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/geometry.h"
+#include "shardrt/sharding/shape.h"
+#include "shardrt/sharding/sharding.h"
+#include "shardrt/sharding/text.h"
 
 namespace shardrt::cli {
 namespace {

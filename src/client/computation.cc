@@ -1,9 +1,9 @@
-#include "client/computation.h"
+#include "shardrt/client/computation.h"
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 #include "sharding/proto.h"
-#include "sharding/shape.h"
+#include "shardrt/sharding/shape.h"
 
 namespace shardrt {
 namespace {
@@ -14,8 +14,8 @@ absl::StatusOr<Sharding> ShardingOf(const std::string& bytes) {
 }
 
 // Global shape when the program text was not available: shard dims times tiles (even only).
-pjrt::ArrayShape DeriveGlobal(const pjrt::ArrayShape& shard, const Sharding& sharding) {
-  pjrt::ArrayShape global = shard;
+ArrayShape DeriveGlobal(const ArrayShape& shard, const Sharding& sharding) {
+  ArrayShape global = shard;
   if (sharding.IsTiled()) {
     auto tiles = sharding.data_tile_dims();
     for (size_t i = 0; i < global.dims.size() && i < tiles.size(); ++i) global.dims[i] *= tiles[i];
@@ -24,15 +24,15 @@ pjrt::ArrayShape DeriveGlobal(const pjrt::ArrayShape& shard, const Sharding& sha
 }
 
 absl::StatusOr<std::shared_ptr<const DataLayout>> BuildLayout(
-    const std::string& what, const pjrt::ArrayShape& per_device, const std::string& sharding_bytes,
-    const std::vector<pjrt::ArrayShape>& globals, size_t index,
+    const std::string& what, const ArrayShape& per_device, const std::string& sharding_bytes,
+    const std::vector<ArrayShape>& globals, size_t index,
     const std::vector<const pjrt::Device*>& devices) {
   absl::StatusOr<Sharding> sharding = ShardingOf(sharding_bytes);
   if (!sharding.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": unsupported sharding: ", sharding.status().message()));
   }
-  pjrt::ArrayShape global =
+  ArrayShape global =
       index < globals.size() ? globals[index] : DeriveGlobal(per_device, *sharding);
   if (global.type != per_device.type) {
     return absl::InternalError(absl::StrCat(what, ": program says ", ElementTypeName(global.type),
@@ -57,8 +57,8 @@ absl::StatusOr<std::shared_ptr<const DataLayout>> BuildLayout(
 
 absl::StatusOr<std::shared_ptr<const Computation>> Computation::Create(
     std::string name, std::unique_ptr<pjrt::LoadedExecutable> executable,
-    const std::vector<pjrt::ArrayShape>& global_parameters,
-    const std::vector<pjrt::ArrayShape>& global_results) {
+    const std::vector<ArrayShape>& global_parameters,
+    const std::vector<ArrayShape>& global_results) {
   const pjrt::ExecutableSignature& sig = executable->signature();
   if (!global_parameters.empty() && global_parameters.size() != sig.parameters.size()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": the program has ",

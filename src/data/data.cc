@@ -1,4 +1,4 @@
-#include "data/data.h"
+#include "shardrt/data/data.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,9 +1,9 @@
-#include "data/data_layout.h"
+#include "shardrt/data/data_layout.h"
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "sharding/text.h"
+#include "shardrt/base/status_macros.h"
+#include "shardrt/sharding/text.h"
 
 namespace shardrt {
 
@@ -36,7 +36,7 @@ bool DataLayout::SameAs(const DataLayout& other) const {
 }
 
 std::string DataLayout::ToString() const {
-  return absl::StrCat(ElementTypeName(global.type), DimsToString(global.dims), " ",
+  return absl::StrCat(ShapeToString(global), " ",
                       sharding.ToString(), " on ", devices.size(),
                       devices.size() == 1 ? " device" : " devices");
 }

@@ -3,10 +3,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "base/metrics.h"
-#include "base/status_macros.h"
-#include "pjrt/buffer.h"
-#include "sharding/split.h"
+#include "shardrt/base/metrics.h"
+#include "shardrt/base/status_macros.h"
+#include "shardrt/pjrt/buffer.h"
+#include "shardrt/sharding/split.h"
 
 namespace shardrt {
 namespace {
@@ -79,7 +79,7 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
     const DataLayout& layout = *layouts[i];
     if (a.type != layout.global.type || a.dims != layout.global.dims) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "TransferToDevice: array ", i, " is ", ElementTypeName(a.type), DimsToString(a.dims),
+          "TransferToDevice: array ", i, " is ", ShapeToString({a.type, a.dims}),
           " but its layout expects ", ElementTypeName(layout.global.type),
           DimsToString(layout.global.dims)));
     }
@@ -171,7 +171,7 @@ absl::StatusOr<DataPtr> TransferShardsToDevice(const std::shared_ptr<pjrt::Clien
       return absl::InvalidArgumentError(absl::StrCat(
           "TransferShardsToDevice: shard for device ", layout->devices[d]->id, " has ",
           shards[d].size(), " bytes, expected ", shard_bytes, " (",
-          ElementTypeName(layout->global.type), DimsToString(layout->shard_dims), ")"));
+          ShapeToString({layout->global.type, layout->shard_dims}), ")"));
     }
   }
   std::vector<pjrt::Buffer> buffers(num_devices);

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "base/thread_pool.h"
-#include "data/data.h"
-#include "data/host_array.h"
-#include "pjrt/client.h"
+#include "shardrt/base/thread_pool.h"
+#include "shardrt/data/data.h"
+#include "shardrt/data/host_array.h"
+#include "shardrt/pjrt/client.h"
 
 namespace shardrt {
 

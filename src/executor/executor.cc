@@ -1,4 +1,4 @@
-#include "executor/executor.h"
+#include "shardrt/executor/executor.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/metrics.h"
-#include "base/trace.h"
+#include "shardrt/base/metrics.h"
+#include "shardrt/base/trace.h"
 
 namespace shardrt {
 

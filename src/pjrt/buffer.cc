@@ -1,7 +1,7 @@
-#include "pjrt/buffer.h"
+#include "shardrt/pjrt/buffer.h"
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 #include "pjrt/call.h"
 
 namespace shardrt::pjrt {
@@ -19,7 +19,7 @@ void Buffer::Reset() {
   if (buffer_ == nullptr) return;
   SHARDRT_PJRT_ARGS(PJRT_Buffer_Destroy_Args, args);
   args.buffer = buffer_;
-  (void)SHARDRT_PJRT_CALL(api_, PJRT_Buffer_Destroy, &args);
+  SHARDRT_PJRT_DESTROY(api_, PJRT_Buffer_Destroy, &args);
   buffer_ = nullptr;
 }
 

@@ -1,8 +1,10 @@
 #include "pjrt/call.h"
 
+#include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "shardrt/base/metrics.h"
 
 namespace shardrt::pjrt::internal {
 namespace {
@@ -38,6 +40,17 @@ absl::Status ConsumeError(const PJRT_Api* api, PJRT_Error* error, absl::string_v
   destroy.error = error;
   api->PJRT_Error_Destroy(&destroy);
   return absl::Status(code, absl::StrCat(what, ": ", text));
+}
+
+void ReportDestroyError(const absl::Status& status) {
+  if (status.ok()) return;
+  static Counter* const errors = GlobalMetrics().GetCounter(kPjrtDestroyError);
+  if (errors->Add(1) == 0) {
+    std::fprintf(stderr,
+                 "shardrt: the PJRT plugin failed to destroy a handle (%s); further failures are "
+                 "counted in the %s metric only\n",
+                 std::string(status.message()).c_str(), std::string(kPjrtDestroyError).c_str());
+  }
 }
 
 }  // namespace shardrt::pjrt::internal

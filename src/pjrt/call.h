@@ -15,6 +15,10 @@ namespace shardrt::pjrt::internal {
 // Converts `error` (may be null: OK) into a Status and destroys it. `what` names the call.
 absl::Status ConsumeError(const PJRT_Api* api, PJRT_Error* error, absl::string_view what);
 
+// For the destroy calls of RAII owners, which cannot return an error: a failure is counted in
+// the PjrtDestroyError metric, and the first one in the process is also written to stderr.
+void ReportDestroyError(const absl::Status& status);
+
 // True when the plugin's PJRT_Api table is large enough to hold the slot at `offset`.
 inline bool HasSlot(const PJRT_Api* api, size_t offset, size_t size) {
   return api->struct_size >= offset + size;
@@ -34,8 +38,12 @@ inline bool HasSlot(const PJRT_Api* api, size_t offset, size_t size) {
        ? ::shardrt::pjrt::internal::ConsumeError((api), (api)->Fn(args_ptr), #Fn)           \
        : ::absl::UnimplementedError("the PJRT plugin does not implement " #Fn))
 
+// Calls a PJRT *_Destroy function from a destructor: never fails, never drops an error silently.
+#define SHARDRT_PJRT_DESTROY(api, Fn, args_ptr) \
+  ::shardrt::pjrt::internal::ReportDestroyError(SHARDRT_PJRT_CALL(api, Fn, args_ptr))
+
 #include "absl/status/statusor.h"
-#include "base/element_type.h"
+#include "shardrt/base/element_type.h"
 
 namespace shardrt::pjrt::internal {
 

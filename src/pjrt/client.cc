@@ -1,13 +1,9 @@
-#include "pjrt/client.h"
+#include "shardrt/pjrt/client.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <thread>
-
-#include "absl/strings/numbers.h"
+#include <variant>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 #include "pjrt/call.h"
 
 namespace shardrt::pjrt {
@@ -59,34 +55,45 @@ absl::StatusOr<Device> ReadDevice(const PJRT_Api* api, PJRT_Device* handle) {
   return d;
 }
 
+// The PJRT form of `values`; the strings and lists stay owned by `values`.
+std::vector<PJRT_NamedValue> ToPjrt(const std::vector<NamedValue>& values) {
+  std::vector<PJRT_NamedValue> out;
+  out.reserve(values.size());
+  for (const NamedValue& v : values) {
+    SHARDRT_PJRT_ARGS(PJRT_NamedValue, p);
+    p.name = v.name.data();
+    p.name_size = v.name.size();
+    p.value_size = 1;
+    if (const auto* s = std::get_if<std::string>(&v.value)) {
+      p.type = PJRT_NamedValue_kString;
+      p.string_value = s->data();
+      p.value_size = s->size();
+    } else if (const auto* i = std::get_if<int64_t>(&v.value)) {
+      p.type = PJRT_NamedValue_kInt64;
+      p.int64_value = *i;
+    } else if (const auto* l = std::get_if<std::vector<int64_t>>(&v.value)) {
+      p.type = PJRT_NamedValue_kInt64List;
+      p.int64_array_value = l->data();
+      p.value_size = l->size();
+    } else if (const auto* f = std::get_if<float>(&v.value)) {
+      p.type = PJRT_NamedValue_kFloat;
+      p.float_value = *f;
+    } else {
+      p.type = PJRT_NamedValue_kBool;
+      p.bool_value = std::get<bool>(v.value);
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Client>> Client::Create(std::shared_ptr<const Plugin> plugin,
                                                        const ClientOptions& options) {
   if (plugin == nullptr) return absl::InvalidArgumentError("Client::Create: no plugin");
   const PJRT_Api* api = plugin->api();
-  std::vector<PJRT_NamedValue> values;
-  static constexpr char kDeviceCount[] = "cpu_device_count";
-  if (options.cpu_device_count.has_value()) {
-    if (*options.cpu_device_count < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cpu_device_count must be at least 1, got ", *options.cpu_device_count));
-    }
-    if (std::getenv("PJRT_NPROC") == nullptr) {
-      const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
-      const int64_t threads = options.cpu_worker_threads > 0
-                                  ? options.cpu_worker_threads
-                                  : std::max<int64_t>(cores, 2 * *options.cpu_device_count);
-      setenv("PJRT_NPROC", absl::StrCat(threads).c_str(), /*overwrite=*/0);
-    }
-    SHARDRT_PJRT_ARGS(PJRT_NamedValue, v);
-    v.name = kDeviceCount;
-    v.name_size = sizeof(kDeviceCount) - 1;
-    v.type = PJRT_NamedValue_kInt64;
-    v.int64_value = *options.cpu_device_count;
-    v.value_size = 1;
-    values.push_back(v);
-  }
+  std::vector<PJRT_NamedValue> values = ToPjrt(options.create_options);
   SHARDRT_PJRT_ARGS(PJRT_Client_Create_Args, create);
   create.create_options = values.data();
   create.num_options = values.size();
@@ -95,14 +102,6 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Create(std::shared_ptr<const Plu
   std::shared_ptr<Client> client(new Client());
   client->plugin_ = std::move(plugin);
   client->client_ = create.client;
-  if (options.cpu_device_count.has_value()) {
-    int64_t threads = 0;
-    const char* env = std::getenv("PJRT_NPROC");
-    if (env == nullptr || !absl::SimpleAtoi(env, &threads) || threads < 1) {
-      threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
-    }
-    client->cpu_pool_threads_ = std::max(threads, *options.cpu_device_count);
-  }
 
   SHARDRT_PJRT_ARGS(PJRT_Client_PlatformName_Args, name);
   name.client = client->client_;
@@ -140,7 +139,7 @@ Client::~Client() {
   if (client_ == nullptr) return;
   SHARDRT_PJRT_ARGS(PJRT_Client_Destroy_Args, args);
   args.client = client_;
-  (void)SHARDRT_PJRT_CALL(api(), PJRT_Client_Destroy, &args);
+  SHARDRT_PJRT_DESTROY(api(), PJRT_Client_Destroy, &args);
 }
 
 absl::StatusOr<const Device*> Client::DeviceById(int64_t id) const {

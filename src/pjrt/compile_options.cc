@@ -1,4 +1,4 @@
-#include "pjrt/compile_options.h"
+#include "shardrt/pjrt/compile_options.h"
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"

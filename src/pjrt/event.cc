@@ -1,4 +1,4 @@
-#include "pjrt/event.h"
+#include "shardrt/pjrt/event.h"
 
 #include <memory>
 #include <utility>
@@ -20,7 +20,7 @@ void Event::Reset() {
   if (event_ == nullptr) return;
   SHARDRT_PJRT_ARGS(PJRT_Event_Destroy_Args, args);
   args.event = event_;
-  (void)SHARDRT_PJRT_CALL(api_, PJRT_Event_Destroy, &args);
+  SHARDRT_PJRT_DESTROY(api_, PJRT_Event_Destroy, &args);
   event_ = nullptr;
 }
 

@@ -1,11 +1,11 @@
-#include "pjrt/executable.h"
+#include "shardrt/pjrt/executable.h"
 
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/metrics.h"
-#include "base/status_macros.h"
+#include "shardrt/base/metrics.h"
+#include "shardrt/base/status_macros.h"
 #include "hlo.pb.h"
 #include "pjrt/call.h"
 
@@ -18,10 +18,6 @@ Counter* IntrospectionCounter() {
 }
 
 void CountIntrospection() { IntrospectionCounter()->Add(1); }
-
-std::string DimsString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
 
 absl::StatusOr<ArrayShape> FromShapeProto(const xla::ShapeProto& shape, absl::string_view what) {
   absl::StatusOr<ElementType> type = ElementTypeFromPrimitiveType(shape.element_type());
@@ -77,12 +73,12 @@ LoadedExecutable::~LoadedExecutable() {
   if (executable_ != nullptr) {
     SHARDRT_PJRT_ARGS(PJRT_Executable_Destroy_Args, args);
     args.executable = executable_;
-    (void)SHARDRT_PJRT_CALL(api, PJRT_Executable_Destroy, &args);
+    SHARDRT_PJRT_DESTROY(api, PJRT_Executable_Destroy, &args);
   }
   if (loaded_ != nullptr) {
     SHARDRT_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args, args);
     args.executable = loaded_;
-    (void)SHARDRT_PJRT_CALL(api, PJRT_LoadedExecutable_Destroy, &args);
+    SHARDRT_PJRT_DESTROY(api, PJRT_LoadedExecutable_Destroy, &args);
   }
 }
 
@@ -214,64 +210,6 @@ absl::Status LoadedExecutable::ExecuteRaw(PJRT_Buffer* const* const* argument_li
     for (PJRT_Event* e : events) device_complete_events->emplace_back(api, e);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<std::vector<Buffer>>> LoadedExecutable::Execute(
-    const std::vector<std::vector<const Buffer*>>& args, const ExecuteOptions& options) const {
-  const size_t num_devices = signature_.devices.size();
-  const size_t num_params = signature_.parameters.size();
-  if (args.size() != num_devices) {
-    return absl::InvalidArgumentError(absl::StrCat("Execute ", name_, ": got arguments for ",
-                                                   args.size(), " devices, expected ",
-                                                   num_devices));
-  }
-  std::vector<std::vector<PJRT_Buffer*>> rows(num_devices);
-  for (size_t d = 0; d < num_devices; ++d) {
-    if (args[d].size() != num_params) {
-      return absl::InvalidArgumentError(absl::StrCat("Execute ", name_, ": device ", d, " got ",
-                                                     args[d].size(), " arguments, expected ",
-                                                     num_params));
-    }
-    for (size_t a = 0; a < num_params; ++a) {
-      const Buffer* buffer = args[d][a];
-      const std::string where = absl::StrCat("Execute ", name_, ": argument ", a, " on device ",
-                                             signature_.devices[d]->id);
-      if (buffer == nullptr || buffer->empty() || buffer->IsDeleted()) {
-        return absl::InvalidArgumentError(absl::StrCat(where, " is missing or deleted"));
-      }
-      const ArrayShape& expected = signature_.parameters[a];
-      SHARDRT_ASSIGN_OR_RETURN(ElementType type, buffer->QueryElementType());
-      SHARDRT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, buffer->QueryDimensions());
-      if (type != expected.type || dims != expected.dims) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": expected ", ElementTypeName(expected.type), DimsString(expected.dims),
-            ", got ", ElementTypeName(type), DimsString(dims)));
-      }
-      SHARDRT_ASSIGN_OR_RETURN(PJRT_Device* device, buffer->QueryDevice());
-      if (device != signature_.devices[d]->handle) {
-        const Device* actual = client_->DeviceByHandle(device);
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": buffer is on device ", actual ? absl::StrCat(actual->id) : "?",
-            ", expected device ", signature_.devices[d]->id));
-      }
-      rows[d].push_back(buffer->handle());
-    }
-  }
-  std::vector<PJRT_Buffer* const*> arg_ptrs(num_devices);
-  for (size_t d = 0; d < num_devices; ++d) arg_ptrs[d] = rows[d].data();
-  const size_t num_outputs = signature_.outputs.size();
-  std::vector<std::vector<PJRT_Buffer*>> out_rows(num_devices,
-                                                  std::vector<PJRT_Buffer*>(num_outputs));
-  std::vector<PJRT_Buffer**> out_ptrs(num_devices);
-  for (size_t d = 0; d < num_devices; ++d) out_ptrs[d] = out_rows[d].data();
-  SHARDRT_RETURN_IF_ERROR(ExecuteRaw(arg_ptrs.data(), num_devices, num_params, out_ptrs.data(),
-                                     options, nullptr));
-  std::vector<std::vector<Buffer>> outputs(num_devices);
-  const PJRT_Api* api = client_->api();
-  for (size_t d = 0; d < num_devices; ++d) {
-    for (PJRT_Buffer* b : out_rows[d]) outputs[d].emplace_back(api, b);
-  }
-  return outputs;
 }
 
 absl::StatusOr<int64_t> LoadedExecutable::QueryNumOutputs() const {

@@ -1,23 +1,17 @@
-#include "pjrt/plugin.h"
+#include "shardrt/pjrt/plugin.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>
 
-#include <cstdlib>
-
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "shardrt/base/status_macros.h"
 #include "pjrt/call.h"
-
-#ifndef SHARDRT_DEFAULT_PLUGIN
-#define SHARDRT_DEFAULT_PLUGIN "xla_cpu_pjrt.so"
-#endif
 
 namespace shardrt::pjrt {
 namespace {
 
-PluginAttribute ToAttribute(const PJRT_NamedValue& v) {
-  PluginAttribute a;
+NamedValue ToAttribute(const PJRT_NamedValue& v) {
+  NamedValue a;
   a.name.assign(v.name, v.name_size);
   switch (v.type) {
     case PJRT_NamedValue_kString:
@@ -41,18 +35,10 @@ PluginAttribute ToAttribute(const PJRT_NamedValue& v) {
 
 }  // namespace
 
-std::string Plugin::DefaultPath() {
-  if (const char* env = std::getenv("SHARDRT_PJRT_PLUGIN"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  return SHARDRT_DEFAULT_PLUGIN;
-}
-
 absl::StatusOr<std::shared_ptr<const Plugin>> Plugin::Load(const std::string& path) {
   struct stat st {};
   if (path.empty() || ::stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat("PJRT plugin '", path, "' does not exist",
-                                            " (run scripts/bootstrap.sh, or pass --plugin PATH)"));
+    return absl::NotFoundError(absl::StrCat("PJRT plugin '", path, "' does not exist"));
   }
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat("PJRT plugin '", path, "' is not a file"));

@@ -1,4 +1,4 @@
-#include "sharding/geometry.h"
+#include "shardrt/sharding/geometry.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "sharding/mesh.h"
+#include "shardrt/sharding/mesh.h"
 
 #include <numeric>
 #include <utility>

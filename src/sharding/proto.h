@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "sharding/sharding.h"
+#include "shardrt/sharding/sharding.h"
 #include "xla_data.pb.h"
 
 namespace shardrt {

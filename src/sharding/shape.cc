@@ -1,4 +1,4 @@
-#include "sharding/shape.h"
+#include "shardrt/sharding/shape.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -21,10 +21,6 @@ absl::StatusOr<int64_t> NumElements(std::span<const int64_t> dims, absl::string_
     }
   }
   return count;
-}
-
-std::string DimsToString(std::span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
 }
 
 }  // namespace shardrt

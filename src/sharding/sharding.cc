@@ -1,4 +1,4 @@
-#include "sharding/sharding.h"
+#include "shardrt/sharding/sharding.h"
 
 #include <algorithm>
 #include <numeric>

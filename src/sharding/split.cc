@@ -1,4 +1,4 @@
-#include "sharding/split.h"
+#include "shardrt/sharding/split.h"
 
 #include <cstring>
 #include <optional>

@@ -1,4 +1,4 @@
-#include "sharding/tile_assignment.h"
+#include "shardrt/sharding/tile_assignment.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,40 +1,35 @@
-// Shared set-up for integration tests: one real CPU plugin client with 8 devices per test
-// process, and helpers to read test programs.
+// Shared set-up for integration tests: the real CPU plugin with 8 devices through the library's
+// front door (shardrt::Runtime), and helpers to read test programs. The plugin is found as any
+// user's would be (see shardrt/runtime/plugin_search.h).
 #pragma once
 
-#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
-#include "pjrt/client.h"
-#include "pjrt/plugin.h"
+#include "shardrt/runtime/runtime.h"
 
 namespace shardrt::testing {
 
 inline constexpr int kNumDevices = 8;
 
-// The process-wide test client (8 CPU devices), created on first use.
+// A new runtime with kNumDevices CPU devices and a 4-thread host pool; null (and a test
+// failure) if it cannot be created.
+inline std::unique_ptr<Runtime> MakeTestRuntime() {
+  RuntimeOptions options;
+  options.devices = kNumDevices;
+  options.host_threads = 4;
+  auto runtime = Runtime::Create(options);
+  EXPECT_TRUE(runtime.ok()) << runtime.status();
+  return runtime.ok() ? std::move(*runtime) : nullptr;
+}
+
+// The process-wide test runtime's PJRT client (8 CPU devices), created on first use.
 inline std::shared_ptr<pjrt::Client> TestClient() {
-  static std::shared_ptr<pjrt::Client> client = [] {
-    setenv("TF_CPP_MIN_LOG_LEVEL", "2", 0);
-    auto plugin = pjrt::Plugin::Load(pjrt::Plugin::DefaultPath());
-    if (!plugin.ok()) {
-      ADD_FAILURE() << plugin.status();
-      return std::shared_ptr<pjrt::Client>();
-    }
-    pjrt::ClientOptions options;
-    options.cpu_device_count = kNumDevices;
-    auto client = pjrt::Client::Create(*plugin, options);
-    if (!client.ok()) {
-      ADD_FAILURE() << client.status();
-      return std::shared_ptr<pjrt::Client>();
-    }
-    return *client;
-  }();
-  return client;
+  static const std::unique_ptr<Runtime> runtime = MakeTestRuntime();
+  return runtime != nullptr ? runtime->pjrt_client() : nullptr;
 }
 
 // Contents of tests/testdata/<name>.

@@ -92,10 +92,11 @@ TEST(CliTest, BadInputIsOneLineOnStderrAndNonZeroExit) {
        "argument 0 (" + dir + "/wrong.npy): expected f32[10,3], got f64[10,3]"},
       {"run " + program + " --devices 4", "takes 1 arguments, got 0 --arg"},
       {"run " + program + " --devices 8 --arg " + dir + "/wrong.npy",
-       "declares mhlo.num_partitions = 4 but --devices is 8"},
+       "declares mhlo.num_partitions = 4 but is compiled for 8 partitions"},
       {"run " + program + " --devices 4 --arg " + dir + "/missing.npy", "missing.npy"},
       {"run /nonexistent.mlir --devices 4", "cannot read '/nonexistent.mlir'"},
-      {"devices --plugin /nonexistent.so", "does not exist"},
+      {"devices --plugin /nonexistent.so",
+       "no PJRT plugin found; tried the explicit plugin path '/nonexistent.so' (no such file)"},
       {"devices --bogus", "unknown flag --bogus"},
   };
   for (const Case& c : cases) {

@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "client/computation_client.h"
+#include "shardrt/client/computation_client.h"
 #include "gtest/gtest.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/text.h"
 #include "test_env.h"
 
 namespace shardrt::testing {
@@ -33,11 +33,25 @@ inline Sharding MustParse(const char* text) {
   return s.ok() ? *s : Sharding::Replicated();
 }
 
-inline std::unique_ptr<ComputationClient> MakeClient() {
-  auto client = ComputationClient::Create(TestClient(), {.num_threads = 4});
-  EXPECT_TRUE(client.ok()) << client.status();
-  return client.ok() ? std::move(*client) : nullptr;
-}
+// A test's own runtime (MakeTestRuntime), used through its ComputationClient: `->`, `*` and
+// get() reach the client, runtime() the whole front door.
+class TestRuntime {
+ public:
+  TestRuntime() = default;
+  explicit TestRuntime(std::unique_ptr<Runtime> runtime) : runtime_(std::move(runtime)) {}
+  ComputationClient* get() const { return runtime_ ? &runtime_->client() : nullptr; }
+  ComputationClient* operator->() const { return get(); }
+  ComputationClient& operator*() const { return *get(); }
+  explicit operator bool() const { return runtime_ != nullptr; }
+  friend bool operator==(const TestRuntime& r, std::nullptr_t) { return r.runtime_ == nullptr; }
+  Runtime& runtime() const { return *runtime_; }
+  void reset() { runtime_.reset(); }
+
+ private:
+  std::unique_ptr<Runtime> runtime_;
+};
+
+inline TestRuntime MakeClient() { return TestRuntime(MakeTestRuntime()); }
 
 // Compiles tests/testdata/<file> for `partitions` devices.
 inline ComputationPtr CompileTestProgram(ComputationClient& client, const char* file,

@@ -4,9 +4,9 @@
 #include <random>
 #include <thread>
 
-#include "base/metrics.h"
+#include "shardrt/base/metrics.h"
 #include "client_test_util.h"
-#include "pjrt/executable.h"
+#include "shardrt/pjrt/executable.h"
 
 namespace shardrt {
 namespace {
@@ -27,7 +27,7 @@ class ExecuteReplicatedTest : public ::testing::Test {
     client_ = MakeClient();
     ASSERT_NE(client_, nullptr);
   }
-  std::unique_ptr<ComputationClient> client_;
+  TestRuntime client_;
 };
 
 TEST_F(ExecuteReplicatedTest, PartiallyReplicatedMatmulMatchesHost) {
@@ -269,13 +269,9 @@ TEST_F(ExecuteReplicatedTest, BadArgumentsAreClearErrors) {
   auto null_arg = client_->ExecuteReplicated(*c, {dx, nullptr});
   EXPECT_NE(null_arg.status().message().find("argument 1 is null"), absl::string_view::npos);
   // Data of another client.
-  auto plugin = pjrt::Plugin::Load(pjrt::Plugin::DefaultPath());
-  ASSERT_TRUE(plugin.ok());
-  auto other_pjrt = pjrt::Client::Create(*plugin, {.cpu_device_count = 8});
-  ASSERT_TRUE(other_pjrt.ok()) << other_pjrt.status();
-  auto other = ComputationClient::Create(*other_pjrt);
-  ASSERT_TRUE(other.ok());
-  DataPtr foreign = Upload(**other, xs, MustParse("{devices=[8,1]<=[8]}"));
+  TestRuntime other = MakeClient();
+  ASSERT_TRUE(other);
+  DataPtr foreign = Upload(*other, xs, MustParse("{devices=[8,1]<=[8]}"));
   auto cross = client_->ExecuteReplicated(*c, {foreign, db});
   EXPECT_NE(cross.status().message().find("argument 0 belongs to another client"),
             absl::string_view::npos)

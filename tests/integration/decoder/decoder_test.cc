@@ -17,14 +17,14 @@
 #include "decoder/decoder_reference.h"
 #include "decoder/decoder_weights.h"
 #include "gtest/gtest.h"
-#include "pjrt/buffer.h"
-#include "pjrt/executable.h"
+#include "shardrt/pjrt/buffer.h"
+#include "shardrt/pjrt/executable.h"
+#include "checked_execute.h"
 #include "test_env.h"
 
 namespace shardrt::decoder {
 namespace {
 
-using pjrt::ArrayShape;
 using pjrt::Buffer;
 using pjrt::LoadedExecutable;
 using shardrt::testing::TestClient;
@@ -280,7 +280,7 @@ Generation Generate(const DecoderConfig& c, const DecoderWeights& weights,
     for (const Buffer& w : weight_buffers[d]) args[d].push_back(&w);
   }
   auto start = std::chrono::steady_clock::now();
-  auto outputs = compiled.prefill->Execute(args, {});
+  auto outputs = shardrt::testing::CheckedExecute(*compiled.prefill, args, {});
   if (!outputs.ok()) {
     ADD_FAILURE() << outputs.status();
     return gen;
@@ -303,7 +303,7 @@ Generation Generate(const DecoderConfig& c, const DecoderWeights& weights,
       step_args[d].push_back(&position_buffers[d]);
       for (const Buffer& w : weight_buffers[d]) step_args[d].push_back(&w);
     }
-    auto next = compiled.decode->Execute(step_args, {});
+    auto next = shardrt::testing::CheckedExecute(*compiled.decode, step_args, {});
     if (!next.ok()) {
       ADD_FAILURE() << next.status();
       return gen;

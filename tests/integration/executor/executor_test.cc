@@ -1,6 +1,6 @@
 // Executor: asynchronous, ordered execution on the real plugin with 8 CPU devices, checked
 // against host computations; errors, backpressure, tracing and the DeviceLockWait metric.
-#include "executor/executor.h"
+#include "shardrt/executor/executor.h"
 
 #include <unistd.h>
 
@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "../../common/mini_json.h"
-#include "base/metrics.h"
-#include "base/trace.h"
+#include "shardrt/base/metrics.h"
+#include "shardrt/base/trace.h"
 #include "client/client_test_util.h"
 #include "gmock/gmock.h"
 
@@ -84,7 +84,7 @@ class ExecutorTest : public ::testing::Test {
     return Values<int32_t>(Download(*client_, d));
   }
 
-  std::unique_ptr<ComputationClient> client_;
+  TestRuntime client_;
   ComputationPtr add_one_;
 };
 
@@ -411,7 +411,7 @@ TEST(ExecutorTraceTest, TraceFileIsValidJsonWithTheExpectedSpans) {
   TraceRecorder recorder;
   ASSERT_TRUE(recorder.Start().ok());
   SetTraceThreadName("test main");
-  std::unique_ptr<ComputationClient> client = MakeClient();
+  TestRuntime client = MakeClient();
   ASSERT_NE(client, nullptr);
   ComputationPtr step = CompileTestProgram(*client, "executor_step_allreduce.mlir", 8);
   ASSERT_NE(step, nullptr);

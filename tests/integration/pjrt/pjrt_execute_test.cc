@@ -8,8 +8,9 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "pjrt/buffer.h"
-#include "pjrt/executable.h"
+#include "shardrt/pjrt/buffer.h"
+#include "shardrt/pjrt/executable.h"
+#include "checked_execute.h"
 #include "test_env.h"
 
 namespace shardrt::pjrt {
@@ -88,7 +89,7 @@ TEST_F(PjrtExecuteTest, ShardedMatmulWithAllReduceMatchesHost) {
     owned.push_back(Upload(*client_, w, {4, 3}, device));
     args[d].push_back(&owned.back());
   }
-  auto outputs = (*exe)->Execute(args, {});
+  auto outputs = shardrt::testing::CheckedExecute(**exe, args, {});
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   ASSERT_EQ(outputs->size(), static_cast<size_t>(kNumDevices));
   for (int d = 0; d < kNumDevices; ++d) {
@@ -146,16 +147,16 @@ TEST_F(PjrtExecuteTest, WrongArgumentsAreRejectedBeforeThePlugin) {
     wrong_count[d] = {x};
     wrong_type[d] = {x_int, w};
   }
-  absl::Status count = (*exe)->Execute(wrong_count, {}).status();
+  absl::Status count = shardrt::testing::CheckedExecute(**exe, wrong_count, {}).status();
   EXPECT_EQ(count.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(count.message().find("got 1 arguments, expected 2"), absl::string_view::npos) << count;
 
-  absl::Status shape = (*exe)->Execute(wrong_shape, {}).status();
+  absl::Status shape = shardrt::testing::CheckedExecute(**exe, wrong_shape, {}).status();
   EXPECT_NE(shape.message().find("argument 1 on device 0: expected f32[4,3], got f32[3,4]"),
             absl::string_view::npos)
       << shape;
 
-  absl::Status type = (*exe)->Execute(wrong_type, {}).status();
+  absl::Status type = shardrt::testing::CheckedExecute(**exe, wrong_type, {}).status();
   EXPECT_NE(type.message().find("argument 0 on device 0: expected f32[2,4], got s32[2,4]"),
             absl::string_view::npos)
       << type;
@@ -163,13 +164,13 @@ TEST_F(PjrtExecuteTest, WrongArgumentsAreRejectedBeforeThePlugin) {
   // Buffers on the wrong device.
   std::vector<std::vector<const Buffer*>> swapped = good;
   std::swap(swapped[0], swapped[1]);
-  absl::Status device = (*exe)->Execute(swapped, {}).status();
+  absl::Status device = shardrt::testing::CheckedExecute(**exe, swapped, {}).status();
   EXPECT_NE(device.message().find("buffer is on device 1, expected device 0"),
             absl::string_view::npos)
       << device;
 
   // The good arguments still work after all those errors.
-  EXPECT_TRUE((*exe)->Execute(good, {}).ok());
+  EXPECT_TRUE(shardrt::testing::CheckedExecute(**exe, good, {}).ok());
 }
 
 TEST(PjrtPluginTest, MissingAndInvalidPluginsAreCleanErrors) {

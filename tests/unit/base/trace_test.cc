@@ -1,4 +1,4 @@
-#include "base/trace.h"
+#include "shardrt/base/trace.h"
 
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "../../common/mini_json.h"
-#include "base/metrics.h"
+#include "shardrt/base/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

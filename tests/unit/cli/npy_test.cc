@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/element_type.h"
+#include "shardrt/base/element_type.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

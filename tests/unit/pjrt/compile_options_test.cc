@@ -1,6 +1,6 @@
 // CompileOptionsProto encoding, compared byte for byte with independently worked examples
 // (hand-assembled from the protobuf wire format and XLA's field numbers).
-#include "pjrt/compile_options.h"
+#include "shardrt/pjrt/compile_options.h"
 
 #include <string>
 #include <vector>

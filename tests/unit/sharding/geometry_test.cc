@@ -1,8 +1,8 @@
-#include "sharding/geometry.h"
+#include "shardrt/sharding/geometry.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/text.h"
 #include "sharding_test_util.h"
 
 namespace shardrt {

@@ -1,8 +1,8 @@
-#include "sharding/mesh.h"
+#include "shardrt/sharding/mesh.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sharding/geometry.h"
+#include "shardrt/sharding/geometry.h"
 
 namespace shardrt {
 namespace {

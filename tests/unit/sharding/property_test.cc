@@ -6,10 +6,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sharding/geometry.h"
+#include "shardrt/sharding/geometry.h"
 #include "sharding/proto.h"
-#include "sharding/split.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/split.h"
+#include "shardrt/sharding/text.h"
 
 namespace shardrt {
 namespace {

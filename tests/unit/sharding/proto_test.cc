@@ -2,7 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/text.h"
 
 namespace shardrt {
 namespace {

@@ -1,8 +1,8 @@
-#include "sharding/sharding.h"
+#include "shardrt/sharding/sharding.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/text.h"
 
 namespace shardrt {
 namespace {

@@ -4,8 +4,8 @@
 #include <optional>
 
 #include "gtest/gtest.h"
-#include "sharding/geometry.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/geometry.h"
+#include "shardrt/sharding/text.h"
 
 namespace shardrt::testing {
 

@@ -1,11 +1,11 @@
-#include "sharding/split.h"
+#include "shardrt/sharding/split.h"
 
 #include <cstring>
 #include <numeric>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sharding/text.h"
+#include "shardrt/sharding/text.h"
 #include "sharding_test_util.h"
 
 namespace shardrt {

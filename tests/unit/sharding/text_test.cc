@@ -1,4 +1,4 @@
-#include "sharding/text.h"
+#include "shardrt/sharding/text.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,0 +1,155 @@
+// ComputationClient: compiles SPMD programs and runs them on sharded data.
+//
+// Callers hand whole sharded arrays (DataPtr) to ExecuteReplicated and get whole sharded arrays
+// back. Inside: each argument is checked against the layout cached at compile time (one
+// fingerprint compare), its per-device buffers are written into a devices x arguments matrix
+// (in parallel over arguments), one PJRT Execute runs every device, and the outputs are wrapped
+// into sharded data with their cached layouts (in parallel over outputs). No call on that path
+// asks the executable about itself (see the ExecutableIntrospection counter).
+//
+// Ownership: the client holds the PJRT client (shared with every Data it creates) and a thread
+// pool, either its own or one passed in. Thread-safety: every method is thread-safe; executions
+// from many threads may share arguments.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "shardrt/base/thread_pool.h"
+#include "shardrt/client/computation.h"
+#include "shardrt/data/data.h"
+#include "shardrt/data/host_array.h"
+#include "shardrt/pjrt/client.h"
+#include "shardrt/pjrt/compile_options.h"
+
+namespace shardrt {
+
+class ExecutionLimiter;  // private to the library
+
+struct ComputationClientOptions {
+  // Borrowed pool for plumbing and transfers; null: the client creates its own.
+  ThreadPool* pool = nullptr;
+  // Threads of the client's own pool; 0: the number of cores.
+  int num_threads = 0;
+  // Device parts of multi-device executions allowed in flight; 0 (default): no bound. A
+  // multi-device launch takes one part per device until every device has finished it. The CPU
+  // plugin needs a bound of its worker-thread count, or programs with collectives can stall
+  // each other (Runtime sets it; see shardrt/runtime/runtime.h).
+  int64_t max_device_parts_in_flight = 0;
+};
+
+// What to compile.
+struct CompileRequest {
+  std::string name;     // for messages and metrics; defaults to "computation"
+  std::string program;  // StableHLO: MLIR text or bytecode
+  // Partitions = devices; the assignment defaults to the first num_partitions addressable
+  // devices in order.
+  pjrt::CompileOptions options;
+};
+
+// What ExecuteReplicated does with an argument whose sharding differs from the parameter's.
+enum class ArgumentResharding {
+  kReject,       // an error naming the argument (default)
+  kReshardCopy,  // reshard a copy on device first (costs a small compiled program per layout)
+};
+
+struct ExecuteReplicatedOptions {
+  ArgumentResharding resharding = ArgumentResharding::kReject;
+  // Parameters the program aliases that must not be donated in this call.
+  std::vector<int64_t> non_donatable_input_indices;
+};
+
+class ComputationClient {
+ public:
+  // Wraps `client`. Error: InvalidArgument if the client has no addressable device.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ComputationClient>> Create(
+      std::shared_ptr<pjrt::Client> client, const ComputationClientOptions& options = {});
+  ~ComputationClient();
+
+  const std::shared_ptr<pjrt::Client>& pjrt_client() const { return client_; }
+  ThreadPool* pool() const { return pool_; }
+  // The first `n` addressable devices, the default device order. Error: InvalidArgument when
+  // there are fewer.
+  [[nodiscard]] absl::StatusOr<std::vector<const pjrt::Device*>> DefaultDevices(size_t n) const;
+
+  // Layout of an array of `shape` placed with `sharding` on `devices` (default: as many of the
+  // default devices as the sharding needs, or all of them for replicated shardings).
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const DataLayout>> MakeLayout(
+      const ArrayShape& shape, const Sharding& sharding,
+      std::vector<const pjrt::Device*> devices = {}) const;
+
+  // Uploads host arrays, each split by its layout; only shards travel. See transfer.h.
+  [[nodiscard]] absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
+      absl::Span<const HostArrayView> arrays,
+      absl::Span<const std::shared_ptr<const DataLayout>> layouts);
+  // Uploads per-device shards (padded shard shape, row-major) as one piece of data.
+  [[nodiscard]] absl::StatusOr<DataPtr> TransferShardsToDevice(
+      std::shared_ptr<const DataLayout> layout, absl::Span<const std::span<const std::byte>> shards);
+  // Downloads and assembles global host arrays.
+  [[nodiscard]] absl::StatusOr<std::vector<HostArray>> TransferFromDevice(
+      absl::Span<const DataPtr> data);
+
+  // A placeholder to be filled later by Data::Assign.
+  DataPtr CreateDataPlaceholder(std::shared_ptr<const DataLayout> layout) const;
+
+  // Compiles (or returns the cached computation for the same program and options). The
+  // program is StableHLO as MLIR text or bytecode; its @main signature gives the global shapes,
+  // and a program written with the Shardy dialect is compiled with the Shardy partitioner.
+  // Errors: InvalidArgument for bad options, or a partition count that differs from the one
+  // the program declares (before the plugin sees them); the compiler's error.
+  [[nodiscard]] absl::StatusOr<ComputationPtr> Compile(const CompileRequest& request);
+
+  // Runs `computation` on all its devices with sharded `arguments`; returns its outputs as
+  // sharded data. Errors (nothing runs, no argument changes): InvalidArgument naming the
+  // argument for a wrong count, shape, type, sharding (unless resharding is asked for) or data
+  // of another client; FailedPrecondition for donated or unfilled arguments; the plugin's.
+  // Donated parameters' arguments become unusable after a successful call.
+  [[nodiscard]] absl::StatusOr<std::vector<DataPtr>> ExecuteReplicated(
+      const Computation& computation, absl::Span<const DataPtr> arguments,
+      const ExecuteReplicatedOptions& options = {});
+
+  // Runs a single-device computation (compiled with one partition). Same contract.
+  [[nodiscard]] absl::StatusOr<std::vector<DataPtr>> ExecuteComputation(
+      const Computation& computation, absl::Span<const DataPtr> arguments,
+      const ExecuteReplicatedOptions& options = {});
+
+  // A copy of `data` with `sharding` (same devices), moved on device by a small compiled
+  // program cached per (shape, type, shardings, devices). Counts ReshardData.
+  [[nodiscard]] absl::StatusOr<DataPtr> ReshardData(const DataPtr& data, const Sharding& sharding);
+  // A fully replicated copy of `data`. Counts ReplicateShardedData.
+  [[nodiscard]] absl::StatusOr<DataPtr> ReplicateShardedData(const DataPtr& data);
+
+ private:
+  ComputationClient() = default;
+  absl::StatusOr<DataPtr> ReshardTo(const DataPtr& data, const Sharding& sharding);
+  absl::StatusOr<DataPtr> Reshard(const DataPtr& data, std::shared_ptr<const DataLayout> target);
+  // ExecuteReplicated's steps (execute_replicated.cc): check the arguments and build the
+  // devices x arguments buffer matrix, one PJRT launch, wrap the outputs.
+  absl::StatusOr<std::vector<DataPtr>> Execute(const Computation& computation,
+                                               absl::Span<const DataPtr> arguments,
+                                               const ExecuteReplicatedOptions& options);
+  absl::Status BuildArgumentMatrix(const Computation& computation,
+                                   absl::Span<const DataPtr> arguments,
+                                   std::vector<PJRT_Buffer*>& matrix);
+  absl::Status Launch(const Computation& computation, const std::vector<PJRT_Buffer*>& matrix,
+                      const ExecuteReplicatedOptions& options, std::vector<PJRT_Buffer*>& outputs);
+  absl::StatusOr<std::vector<DataPtr>> WrapOutputs(const Computation& computation,
+                                                   const std::vector<PJRT_Buffer*>& outputs);
+
+  std::shared_ptr<pjrt::Client> client_;
+  // Shared with the completion callbacks of executions in flight.
+  std::shared_ptr<ExecutionLimiter> limiter_;
+  std::unique_ptr<ThreadPool> own_pool_;
+  ThreadPool* pool_ = nullptr;
+  absl::Mutex cache_mu_;
+  absl::flat_hash_map<std::string, ComputationPtr> compile_cache_ ABSL_GUARDED_BY(cache_mu_);
+};
+
+}  // namespace shardrt

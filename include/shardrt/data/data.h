@@ -1,0 +1,109 @@
+// Data and DataPtr: one (sharded) array on device, handled as a single object.
+//
+// A Data has a DataLayout (global shape, type, sharding, devices) and, once ready, one PJRT
+// buffer per device in the layout's device order (padded shard shapes where the sharding is
+// uneven). Single-device data is the one-device case. A placeholder has a layout but no buffers
+// yet: it is filled exactly once by Assign (or failed with a Status by Fail) and can be waited
+// on. Data passed as a donated argument becomes unusable (state kDonated).
+//
+// Thread-safety: all methods are thread-safe. Assign and Fail may race with readers: readers
+// see either a pending placeholder or the complete buffers, never a partial state.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "shardrt/data/data_layout.h"
+#include "shardrt/pjrt/buffer.h"
+#include "shardrt/pjrt/client.h"
+
+namespace shardrt {
+
+class Data;
+using DataPtr = std::shared_ptr<Data>;
+
+// The buffers of one piece of data: buffers[i] lives on layout.devices[i]. Immutable once built
+// and shared between a placeholder and the data assigned into it.
+struct ShardBuffers {
+  std::vector<pjrt::Buffer> buffers;
+  std::vector<PJRT_Buffer*> handles;  // buffers[i].handle(), for building argument lists
+};
+
+class Data {
+ public:
+  enum class State : int { kPending, kReady, kFailed, kDonated };
+
+  // Ready data owning `buffers` (one per layout device). Error: InvalidArgument if the count
+  // differs from the layout's device count or a buffer is empty.
+  [[nodiscard]] static absl::StatusOr<DataPtr> Create(std::shared_ptr<pjrt::Client> client,
+                                                      std::shared_ptr<const DataLayout> layout,
+                                                      std::vector<pjrt::Buffer> buffers);
+  // Ready data, without checks: the hot path's output wrapping (the caller guarantees one
+  // non-empty buffer per device).
+  static DataPtr CreateUnchecked(std::shared_ptr<pjrt::Client> client,
+                                 std::shared_ptr<const DataLayout> layout,
+                                 std::shared_ptr<const ShardBuffers> buffers);
+  // A placeholder: layout only; filled later by Assign or Fail.
+  static DataPtr CreatePlaceholder(std::shared_ptr<pjrt::Client> client,
+                                   std::shared_ptr<const DataLayout> layout);
+
+  Data(const Data&) = delete;
+  Data& operator=(const Data&) = delete;
+
+  const DataLayout& layout() const { return *layout_; }
+  const std::shared_ptr<const DataLayout>& shared_layout() const { return layout_; }
+  const ArrayShape& shape() const { return layout_->global; }
+  const Sharding& sharding() const { return layout_->sharding; }
+  const std::shared_ptr<pjrt::Client>& client() const { return client_; }
+  State state() const { return state_.load(std::memory_order_acquire); }
+
+  // OK when ready; otherwise why the data cannot be used: FailedPrecondition for a pending
+  // placeholder or donated data, the original error for failed data.
+  [[nodiscard]] absl::Status Usable() const;
+  // The buffers when ready (else null). Valid while this Data lives.
+  const ShardBuffers* buffers() const {
+    return state() == State::kReady ? buffers_.get() : nullptr;
+  }
+
+  // Fills a placeholder with `source`'s buffers (shared, not copied). Errors (nothing changes):
+  // FailedPrecondition if this is not a pending placeholder or `source` is not ready;
+  // InvalidArgument naming expected vs got if shape, type, sharding or devices differ, or the
+  // clients differ.
+  [[nodiscard]] absl::Status Assign(const Data& source);
+  // Marks a pending placeholder failed with `error`; readers get that error. No-op if the data
+  // is not pending.
+  void Fail(absl::Status error);
+  // Blocks until the data is not pending; returns Usable().
+  [[nodiscard]] absl::Status Await() const;
+  // Calls `done(Usable())` once the data is not pending: at once if it is already, else from
+  // the thread that assigns or fails it. `done` must be quick.
+  void OnReady(absl::AnyInvocable<void(absl::Status) &&> done);
+
+  // Marks ready data donated (its buffers now belong to an execution's outputs).
+  // Returns false if it was not ready.
+  bool MarkDonated();
+
+ private:
+  Data(std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout);
+  // Publishes `state`, wakes waiters and runs the OnReady callbacks (with mu_ released).
+  void Complete(State state, std::unique_lock<std::mutex>& lock);
+
+  // Declared first, so destroyed last: the buffers below go before the client they live in.
+  const std::shared_ptr<pjrt::Client> client_;
+  const std::shared_ptr<const DataLayout> layout_;
+  std::atomic<State> state_{State::kPending};
+  // Written once, before state_ leaves kPending (release); read after an acquire load.
+  std::shared_ptr<const ShardBuffers> buffers_;
+  // std::mutex rather than absl::Mutex: the prebuilt Abseil is invisible to ThreadSanitizer.
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  absl::Status error_;  // guarded by mu_
+  std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters_;  // guarded by mu_
+};
+
+}  // namespace shardrt

@@ -1,0 +1,29 @@
+// HostArray and HostArrayView: a dense row-major array in host memory, owned or borrowed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "shardrt/base/element_type.h"
+
+namespace shardrt {
+
+// A borrowed host array: `data` must hold exactly product(dims) * element size bytes.
+struct HostArrayView {
+  ElementType type = ElementType::kInvalid;
+  std::vector<int64_t> dims;
+  std::span<const std::byte> data;
+};
+
+// An owned host array.
+struct HostArray {
+  ElementType type = ElementType::kInvalid;
+  std::vector<int64_t> dims;
+  std::vector<std::byte> data;
+
+  HostArrayView view() const { return {type, dims, data}; }
+};
+
+}  // namespace shardrt

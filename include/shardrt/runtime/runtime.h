@@ -1,0 +1,115 @@
+// Runtime: the front door. One object that loads a PJRT plugin, creates its client, a host
+// thread pool, the ComputationClient and the asynchronous Executor, from one options struct.
+//
+//   shardrt::RuntimeOptions options;
+//   options.devices = 8;
+//   auto runtime = shardrt::Runtime::Create(options);      // StatusOr<unique_ptr<Runtime>>
+//   auto program = (*runtime)->client().Compile({...});    // then TransferToDevice,
+//                                                          // ExecuteReplicated, Executor, ...
+//
+// Policy lives here, not in the layers below: which plugin to load (plugin_search.h), what a
+// plugin is (from the platform name its client reports, never its file name), how many devices
+// the CPU plugin creates, and how many multi-device executions may be in flight on it.
+//
+// Ownership: the Runtime owns everything it creates and destroys it in reverse order (executor,
+// computation client, pool, PJRT client, plugin); Data and Computations created through it keep
+// the PJRT client alive, so they may outlive the Runtime. The process environment is read,
+// never changed. Thread-safety: all methods are thread-safe; the objects it hands out are
+// thread-safe as their headers say.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "shardrt/base/thread_pool.h"
+#include "shardrt/client/computation_client.h"
+#include "shardrt/executor/executor.h"
+#include "shardrt/pjrt/client.h"
+#include "shardrt/pjrt/named_value.h"
+#include "shardrt/pjrt/plugin.h"
+#include "shardrt/runtime/plugin_search.h"
+
+namespace shardrt {
+
+struct RuntimeOptions {
+  // Path of the PJRT plugin. Empty (default): $SHARDRT_PJRT_PLUGIN, then the CPU plugin next to
+  // libshardrt (see plugin_search.h).
+  std::string plugin;
+
+  // Devices to run on; 0 (default): every addressable device of the client. The CPU plugin
+  // makes as many devices as asked (its int64 create option cpu_device_count; 0: its own
+  // default, 4); other plugins have the devices they have, and the first `devices` are used.
+  // Error if the plugin has fewer.
+  int64_t devices = 0;
+
+  // Passed to PJRT_Client_Create as they are, e.g. {"memory_fraction", 0.5f} for the CUDA
+  // plugin. A cpu_device_count given here wins over `devices`.
+  std::vector<pjrt::NamedValue> plugin_options;
+
+  // Threads of the host pool that uploads and downloads shards and fills argument lists;
+  // 0 (default): the number of cores.
+  int host_threads = 0;
+
+  // Worker threads the plugin runs device programs on; 0 (default): the plugin's own choice.
+  // The CPU plugin (xla-cpu-pjrt 0.0.1) has no create option for this: it reads $PJRT_NPROC
+  // (else $NPROC, else the core count, and at least one thread per device) when its client is
+  // created. shardrt does not change the process environment behind the caller's back, so for
+  // that plugin a non-zero value is checked, not applied: Create fails with FailedPrecondition,
+  // naming the value to export, when the plugin would run a different number. Applications
+  // choose the count by starting the process with PJRT_NPROC set (the CLI does so).
+  int64_t plugin_threads = 0;
+
+  // The asynchronous executor's settings.
+  ExecutorOptions executor;
+};
+
+class Runtime {
+ public:
+  // Loads the plugin, creates its client and the objects above it. Errors (nothing is left
+  // behind): NotFound naming every place searched for the plugin; InvalidArgument for negative
+  // counts, a cpu_device_count option that is not an int64 >= 1 (checked before the plugin
+  // sees it, which would abort on it), or fewer devices than asked for; FailedPrecondition for
+  // a plugin_threads value the plugin cannot honour; the plugin's own errors (loading, version,
+  // client creation), message kept.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Runtime>> Create(
+      const RuntimeOptions& options = {});
+  // Waits for the executor's work, then destroys everything in reverse order of creation.
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // The loaded plugin, and where its path came from.
+  const pjrt::Plugin& plugin() const { return *pjrt_client_->plugin(); }
+  PluginSource plugin_source() const { return plugin_source_; }
+  // The PJRT client (shared with every Data created through it).
+  const std::shared_ptr<pjrt::Client>& pjrt_client() const { return pjrt_client_; }
+  // What the plugin reports it is, e.g. "cpu".
+  const std::string& platform_name() const { return pjrt_client_->platform_name(); }
+  // The devices used, in order: the first `devices` addressable devices.
+  absl::Span<const pjrt::Device* const> devices() const { return devices_; }
+  // The plugin's worker threads when known (the CPU plugin), else 0.
+  int64_t plugin_threads() const { return plugin_threads_; }
+  // The host thread pool, compile / transfer / execute, and asynchronous scheduling. Borrowed
+  // references, valid for the Runtime's lifetime.
+  ThreadPool& pool() const { return *pool_; }
+  ComputationClient& client() const { return *client_; }
+  Executor& executor() const { return *executor_; }
+
+ private:
+  Runtime() = default;
+
+  // Members are destroyed bottom-up: executor first, plugin (held by the client) last.
+  std::shared_ptr<pjrt::Client> pjrt_client_;
+  PluginSource plugin_source_ = PluginSource::kDefault;
+  std::vector<const pjrt::Device*> devices_;
+  int64_t plugin_threads_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ComputationClient> client_;
+  std::unique_ptr<Executor> executor_;
+};
+
+}  // namespace shardrt

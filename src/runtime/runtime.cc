@@ -1,0 +1,143 @@
+#include "shardrt/runtime/runtime.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+#include <variant>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "shardrt/base/status_macros.h"
+
+namespace shardrt {
+namespace {
+
+constexpr char kCpuPlatform[] = "cpu";
+constexpr char kCpuDeviceCount[] = "cpu_device_count";
+
+const pjrt::NamedValue* FindOption(const std::vector<pjrt::NamedValue>& options,
+                                   absl::string_view name) {
+  for (const pjrt::NamedValue& v : options) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+absl::Status ValidateOptions(const RuntimeOptions& options) {
+  if (options.devices < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RuntimeOptions::devices must be >= 0, got ", options.devices));
+  }
+  if (options.host_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RuntimeOptions::host_threads must be >= 0, got ", options.host_threads));
+  }
+  if (options.plugin_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions::plugin_threads must be >= 0, got ", options.plugin_threads));
+  }
+  // The CPU plugin reads this option with an unchecked variant access: anything but an int64
+  // aborts the process, and a count below 1 is meaningless. Check it whatever the plugin.
+  if (const pjrt::NamedValue* count = FindOption(options.plugin_options, kCpuDeviceCount)) {
+    const int64_t* value = std::get_if<int64_t>(&count->value);
+    if (value == nullptr || *value < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plugin option ", kCpuDeviceCount, " must be an int64 >= 1, got ",
+          pjrt::NamedValueToString(*count)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The CPU plugin's worker threads for a client with `devices` devices: $PJRT_NPROC, else
+// $NPROC, else the core count, and at least one per device (as the plugin computes it).
+int64_t CpuPluginThreads(int64_t devices) {
+  int64_t threads = 0;
+  for (const char* name : {"PJRT_NPROC", "NPROC"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && absl::SimpleAtoi(value, &threads) && threads > 0) break;
+    threads = 0;
+  }
+  if (threads <= 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  return std::max(threads, devices);
+}
+
+// Creates the client. For the CPU plugin, which makes as many devices as its cpu_device_count
+// option says, a client with another count than asked for is created again with that option.
+absl::StatusOr<std::shared_ptr<pjrt::Client>> CreateClient(
+    std::shared_ptr<const pjrt::Plugin> plugin, const RuntimeOptions& options) {
+  pjrt::ClientOptions client_options{options.plugin_options};
+  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<pjrt::Client> client,
+                           pjrt::Client::Create(plugin, client_options));
+  const bool resize = client->platform_name() == kCpuPlatform && options.devices > 0 &&
+                      FindOption(options.plugin_options, kCpuDeviceCount) == nullptr &&
+                      static_cast<int64_t>(client->addressable_devices().size()) !=
+                          options.devices;
+  if (!resize) return client;
+  client.reset();
+  client_options.create_options.push_back({kCpuDeviceCount, options.devices});
+  return pjrt::Client::Create(std::move(plugin), client_options);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& options) {
+  SHARDRT_RETURN_IF_ERROR(ValidateOptions(options));
+  SHARDRT_ASSIGN_OR_RETURN(FoundPlugin found, FindPlugin(options.plugin));
+  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<const pjrt::Plugin> plugin,
+                           pjrt::Plugin::Load(found.path));
+  std::unique_ptr<Runtime> runtime(new Runtime());
+  runtime->plugin_source_ = found.source;
+  SHARDRT_ASSIGN_OR_RETURN(runtime->pjrt_client_, CreateClient(std::move(plugin), options));
+  const pjrt::Client& client = *runtime->pjrt_client_;
+
+  absl::Span<const pjrt::Device> addressable = client.addressable_devices();
+  const int64_t available = static_cast<int64_t>(addressable.size());
+  const int64_t devices = options.devices > 0 ? options.devices : available;
+  if (devices < 1 || devices > available) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions::devices asks for ", devices, " devices; the '", client.platform_name(),
+        "' plugin at '", client.plugin()->path(), "' has ", available, " addressable devices"));
+  }
+  for (int64_t i = 0; i < devices; ++i) runtime->devices_.push_back(&addressable[i]);
+
+  // Multi-device programs on the CPU plugin each hold one of its worker threads per device
+  // until all have arrived at a collective: bound what is in flight by its thread count.
+  int64_t max_parts_in_flight = 0;  // no bound
+  if (client.platform_name() == kCpuPlatform) {
+    runtime->plugin_threads_ = CpuPluginThreads(available);
+    max_parts_in_flight = runtime->plugin_threads_;
+    if (options.plugin_threads > 0 && options.plugin_threads != runtime->plugin_threads_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "RuntimeOptions::plugin_threads is ", options.plugin_threads, " but the CPU plugin "
+          "will run ", runtime->plugin_threads_, " worker threads: it reads the count from "
+          "$PJRT_NPROC when its client is created (at least one per device), and shardrt does "
+          "not change the process environment; start the process with PJRT_NPROC=",
+          options.plugin_threads));
+    }
+  } else if (options.plugin_threads > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RuntimeOptions::plugin_threads is ", options.plugin_threads, " but the '",
+        client.platform_name(), "' plugin takes no worker-thread count; leave it 0"));
+  }
+
+  const int host_threads = options.host_threads > 0
+                               ? options.host_threads
+                               : static_cast<int>(std::thread::hardware_concurrency());
+  runtime->pool_ = std::make_unique<ThreadPool>(std::max(host_threads, 1));
+  ComputationClientOptions client_options;
+  client_options.pool = runtime->pool_.get();
+  client_options.max_device_parts_in_flight = max_parts_in_flight;
+  SHARDRT_ASSIGN_OR_RETURN(runtime->client_,
+                           ComputationClient::Create(runtime->pjrt_client_, client_options));
+  runtime->executor_ = std::make_unique<Executor>(runtime->client_.get(), options.executor);
+  return runtime;
+}
+
+Runtime::~Runtime() {
+  executor_.reset();
+  client_.reset();
+  pool_.reset();
+}
+
+}  // namespace shardrt

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Checks the library's layering from its #include lines (run by CTest as `layering`).
+
+Rules:
+  1. A layer includes only itself and the layers below it:
+       base -> {pjrt, sharding} -> data -> client -> executor -> runtime -> cli
+     (pjrt and sharding do not include each other).
+  2. Public headers (include/shardrt/) include only public headers ("shardrt/...").
+  3. Only src/pjrt/ includes the plugin's pjrt_c_api.h, and only src/ includes generated
+     protobuf headers (*.pb.h).
+Prints every violation as FILE:LINE: message and exits 1 if there is one.
+"""
+import os
+import re
+import sys
+
+RANKS = {"base": 0, "pjrt": 1, "sharding": 1, "data": 2, "client": 3, "executor": 4,
+         "runtime": 5, "cli": 6}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def layer_of_include(path):
+    """The layer an include names: "shardrt/<layer>/x.h" (public) or "<layer>/x.h" (private)."""
+    parts = path.split("/")
+    if parts[0] == "shardrt" and len(parts) > 2:
+        parts = parts[1:]
+    return parts[0] if len(parts) > 1 and parts[0] in RANKS else None
+
+
+def main(root):
+    problems = []
+    files = []
+    for top in ("src", os.path.join("include", "shardrt")):
+        for dirpath, _, names in os.walk(os.path.join(root, top)):
+            for name in names:
+                if name.endswith((".h", ".cc")):
+                    files.append(os.path.join(dirpath, name))
+    if not files:
+        print("check_layering: no sources found under", root)
+        return 1
+    for path in sorted(files):
+        rel = os.path.relpath(path, root)
+        parts = rel.split(os.sep)
+        public = parts[0] == "include"
+        layer = parts[2] if public else parts[1]
+        if layer not in RANKS:
+            if not (public and len(parts) == 3):  # include/shardrt/shardrt.h, the umbrella
+                problems.append(f"{rel}: not in a known layer folder ({', '.join(RANKS)})")
+            continue
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                inc = m.group(1)
+                where = f"{rel}:{number}"
+                if inc == "pjrt_c_api.h" and (public or layer != "pjrt"):
+                    problems.append(f"{where}: only src/pjrt/ may include pjrt_c_api.h")
+                if inc.endswith(".pb.h") and public:
+                    problems.append(f"{where}: a public header includes generated {inc}")
+                if public and not inc.startswith(("shardrt/", "absl/")):
+                    problems.append(f"{where}: a public header includes private \"{inc}\"")
+                target = layer_of_include(inc)
+                if target is None or target == layer:
+                    continue
+                if RANKS[target] > RANKS[layer] or (RANKS[target] == RANKS[layer]):
+                    problems.append(f"{where}: layer {layer} includes {inc} from layer {target}"
+                                    " (imports must point down)")
+    for p in problems:
+        print(p)
+    print(f"check_layering: {len(files)} files, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")))

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The installed package, as a user meets it (CTest `install_consumer`):
+#   1. `cmake --install BUILD --prefix TMP` into a temporary folder;
+#   2. nothing installed names a path of the source or build tree;
+#   3. examples/consumer builds with find_package(shardrt CONFIG REQUIRED) against TMP only, and
+#      its run (8 CPU devices, the plugin found next to the installed library) prints a checked
+#      result;
+#   4. the same main.cc builds with `pkg-config --cflags --libs shardrt` and runs;
+#   5. the README's "Use it from C++" code block is examples/consumer/main.cc, unchanged;
+#   6. the installed CLI runs from the prefix.
+#   usage: consumer_test.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$(cd "$1" && pwd)
+build=$(cd "$2" && pwd)
+prefix=$(mktemp -d /tmp/shardrt-install.XXXXXX)
+trap 'rm -rf "$prefix"' EXIT
+unset SHARDRT_PJRT_PLUGIN  # the installed default must be found on its own
+
+echo "== cmake --install $build --prefix $prefix"
+cmake --install "$build" --prefix "$prefix" > "$prefix.log" 2>&1 || { cat "$prefix.log"; exit 1; }
+rm -f "$prefix.log"
+ls "$prefix/include/shardrt/shardrt.h" "$prefix/lib/cmake/shardrt/shardrtConfig.cmake" \
+   "$prefix/lib/pkgconfig/shardrt.pc" "$prefix/lib/shardrt/plugins/xla_cpu_pjrt.so" > /dev/null
+
+echo "== no path of the source or build tree in the install"
+for tree in "$src" "$build"; do
+  if hits=$(grep -rlaF "$tree" "$prefix"); then
+    echo "FAIL: these installed files contain '$tree':"; echo "$hits"; exit 1
+  fi
+done
+if find "$prefix" -name '*.pb.h' -o -name 'pjrt_c_api.h' | grep -q .; then
+  echo "FAIL: private headers were installed"; exit 1
+fi
+
+echo "== find_package(shardrt CONFIG REQUIRED)"
+cmake -S "$src/examples/consumer" -B "$prefix/consumer-build" -DCMAKE_PREFIX_PATH="$prefix" \
+      -DCMAKE_BUILD_TYPE=Release > "$prefix/configure.log" 2>&1 || { cat "$prefix/configure.log"; exit 1; }
+cmake --build "$prefix/consumer-build" > "$prefix/build.log" 2>&1 || { cat "$prefix/build.log"; exit 1; }
+out=$("$prefix/consumer-build/consumer")
+echo "$out"
+grep -q "on 8 'cpu' devices" <<< "$out"
+grep -q ": correct$" <<< "$out"
+
+echo "== pkg-config shardrt"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+flags=$(pkg-config --cflags --libs shardrt)
+c++ -O1 "$src/examples/consumer/main.cc" -o "$prefix/consumer-pc" $flags \
+    -Wl,-rpath,"$(pkg-config --variable=libdir shardrt)"
+out=$("$prefix/consumer-pc")
+grep -q ": correct$" <<< "$out" || { echo "$out"; exit 1; }
+echo "pkg-config build: ok"
+
+echo "== README's code is examples/consumer/main.cc"
+awk '/<!-- consumer main.cc begin -->/{f=1; next} /<!-- consumer main.cc end -->/{f=0} f' \
+    "$src/README.md" | sed '1d;$d' > "$prefix/readme-main.cc"
+diff -u "$src/examples/consumer/main.cc" "$prefix/readme-main.cc"
+
+echo "== the installed CLI"
+"$prefix/bin/shardrt" devices --devices 2 | head -1
+
+echo "install_consumer: passed"
