@@ -126,6 +126,40 @@ TEST_F(ExecuteReplicatedTest, ReshardRoundTripsAndReplicate) {
   EXPECT_EQ(GlobalMetrics().CounterValue(kCachedCompile), cached + 1);
 }
 
+// Compile reads the program text itself: a Shardy program compiles with the Shardy partitioner
+// without being asked (and runs right), and a declared partition count that differs from the
+// options is an error before the compiler sees the program.
+TEST_F(ExecuteReplicatedTest, CompileDetectsShardyAndChecksTheDeclaredPartitions) {
+  CompileRequest request;
+  request.name = "shardy_row_sum";
+  request.program = ReadTestData("shardy_row_sum.mlir");
+  request.options.num_partitions = 8;  // partitioner left at its default (GSPMD)
+  auto shardy = client_->Compile(request);
+  ASSERT_TRUE(shardy.ok()) << shardy.status();
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.25f;
+  DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x),
+                      (*shardy)->parameter_layout(0)->sharding);
+  auto out = client_->ExecuteReplicated(**shardy, {dx});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> sums = Values<float>(Download(*client_, (*out)[1]));
+  for (int j = 0; j < 4; ++j) {
+    float expected = 0;
+    for (int i = 0; i < 16; ++i) expected += x[i * 4 + j];
+    EXPECT_FLOAT_EQ(sums[j], expected);
+  }
+
+  request.options.num_partitions = 4;
+  auto mismatch = client_->Compile(request);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find(
+                "shardy_row_sum: the program declares mhlo.num_partitions = 8 but is compiled "
+                "for 4 partitions"),
+            absl::string_view::npos)
+      << mismatch.status();
+}
+
 TEST_F(ExecuteReplicatedTest, PlaceholdersAreFilledByAssign) {
   ComputationPtr c = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
   ASSERT_NE(c, nullptr);

@@ -1,6 +1,8 @@
 // The global signature of @main, read from MLIR text as JAX, our tests and the demo write it.
 #include "client/program_text.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace shardrt {
@@ -56,6 +58,91 @@ TEST(ProgramSignatureTest, DynamicOrUnsupportedTypesAreErrorsNamingTheArgument) 
       "func.func @main(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xcomplex<f32>>)");
   EXPECT_NE(complex.status().message().find("@main result 1"), absl::string_view::npos)
       << complex.status();
+}
+
+}  // namespace
+}  // namespace shardrt
+
+namespace shardrt {
+namespace {
+
+TEST(InspectProgramTest, DeclaredCountsShardyAndSignature) {
+  const char* text = R"(// mhlo.num_partitions = 2 in a comment is not a declaration
+module @m attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["x"=4]>
+  func.func public @main(%x: tensor<10x3xf32>) -> tensor<3xf32> {
+    %0 = stablehlo.slice %x [0:1, 0:3] : (tensor<10x3xf32>) -> tensor<1x3xf32>
+    %1 = stablehlo.reshape %0 : (tensor<1x3xf32>) -> tensor<3xf32>
+    return %1 : tensor<3xf32>
+  }
+})";
+  auto info = InspectProgram(text);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->is_text);
+  EXPECT_EQ(info->declared_partitions, 4);
+  EXPECT_EQ(info->declared_replicas, 1);
+  EXPECT_TRUE(info->uses_shardy);
+  ASSERT_TRUE(info->signature.has_value());
+  EXPECT_EQ(info->signature->parameters,
+            (std::vector<ArrayShape>{{ElementType::kF32, {10, 3}}}));
+}
+
+TEST(InspectProgramTest, NothingDeclaredAndNoShardy) {
+  auto info = InspectProgram(R"(module {
+  // sdy.mesh only in a comment
+  func.func @main(%x: tensor<2xi32>) -> tensor<2xi32> { return %x : tensor<2xi32> }
+})");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FALSE(info->declared_partitions.has_value());
+  EXPECT_FALSE(info->declared_replicas.has_value());
+  EXPECT_FALSE(info->uses_shardy);
+}
+
+TEST(InspectProgramTest, ACountThatDoesNotFitIsAnError) {
+  const std::string text = "module @m attributes {mhlo.num_partitions = " +
+                           std::string(50'000, '9') + " : i32} {}";
+  auto info = InspectProgram(text);
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(info.status().message().find("expected a number that fits in int64"),
+            absl::string_view::npos)
+      << info.status();
+  EXPECT_LT(info.status().message().size(), 200u);
+}
+
+TEST(InspectProgramTest, BytecodeIsNotReadAsText) {
+  const std::string bytecode = std::string("ML\xefR", 4) + "\x01sdy.sharding mhlo.num_partitions";
+  EXPECT_TRUE(IsMlirBytecode(bytecode));
+  EXPECT_FALSE(IsMlirBytecode("module {}"));
+  auto info = InspectProgram(bytecode);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FALSE(info->is_text);
+  EXPECT_TRUE(info->uses_shardy);
+  EXPECT_FALSE(info->declared_partitions.has_value());
+  EXPECT_FALSE(info->signature.has_value());
+}
+
+TEST(ProgramTextTest, MlirTensorTypes) {
+  EXPECT_EQ(MlirTensorType({ElementType::kF32, {10, 3}}), "tensor<10x3xf32>");
+  EXPECT_EQ(MlirTensorType({ElementType::kS32, {4}}), "tensor<4xi32>");
+  EXPECT_EQ(MlirTensorType({ElementType::kU8, {2, 2}}), "tensor<2x2xui8>");
+  EXPECT_EQ(MlirTensorType({ElementType::kPred, {}}), "tensor<i1>");
+  EXPECT_EQ(MlirTensorType({ElementType::kBF16, {7}}), "tensor<7xbf16>");
+}
+
+TEST(ProgramTextTest, TheReshardProgramReadsBackAsItsOwnSignature) {
+  const ArrayShape shape{ElementType::kS16, {10, 6}};
+  const std::string program =
+      ReshardProgram(shape, Sharding::Replicated(), Sharding::Replicated(), 4);
+  auto info = InspectProgram(program);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->declared_partitions, 4);
+  EXPECT_EQ(info->declared_replicas, 1);
+  EXPECT_FALSE(info->uses_shardy);
+  ASSERT_TRUE(info->signature.has_value());
+  EXPECT_EQ(info->signature->parameters, std::vector<ArrayShape>{shape});
+  EXPECT_EQ(info->signature->results, std::vector<ArrayShape>{shape});
+  EXPECT_NE(program.find("mhlo.sharding = \"{replicated}\""), std::string::npos);
 }
 
 }  // namespace
