@@ -1,7 +1,7 @@
 #include "shardrt/pjrt/named_value.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "shardrt/base/array_shape.h"
 
 namespace shardrt::pjrt {
 
@@ -10,7 +10,7 @@ std::string NamedValueToString(const NamedValue& value) {
     std::string operator()(const std::string& v) const { return v; }
     std::string operator()(int64_t v) const { return absl::StrCat(v); }
     std::string operator()(const std::vector<int64_t>& v) const {
-      return absl::StrCat("[", absl::StrJoin(v, ","), "]");
+      return DimsToString(v);
     }
     std::string operator()(float v) const { return absl::StrCat(v); }
     std::string operator()(bool v) const { return v ? "true" : "false"; }

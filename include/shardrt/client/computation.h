@@ -29,6 +29,7 @@ class Computation {
       const std::vector<ArrayShape>& global_parameters,
       const std::vector<ArrayShape>& global_results);
 
+  // Accessors of what Create cached; no call asks the executable anything.
   const std::string& name() const { return name_; }
   const pjrt::LoadedExecutable& executable() const { return *executable_; }
   size_t num_parameters() const { return parameter_layouts_.size(); }
@@ -36,6 +37,7 @@ class Computation {
   size_t num_devices() const { return devices_.size(); }
   // Execution device order: argument lists row d feeds devices()[d].
   const std::vector<const pjrt::Device*>& devices() const { return devices_; }
+  // The layout argument / output i has (i < num_parameters() / num_outputs(); unchecked).
   const std::shared_ptr<const DataLayout>& parameter_layout(size_t i) const {
     return parameter_layouts_[i];
   }
@@ -44,6 +46,7 @@ class Computation {
   }
   // True when parameter i is aliased to an output (its buffer is donated by default).
   bool donates_parameter(size_t i) const { return donated_[i]; }
+  // The indices of the donated parameters, ascending.
   const std::vector<int64_t>& donated_parameters() const { return donated_list_; }
 
  private:

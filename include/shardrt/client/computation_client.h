@@ -73,7 +73,9 @@ class ComputationClient {
       std::shared_ptr<pjrt::Client> client, const ComputationClientOptions& options = {});
   ~ComputationClient();
 
+  // The PJRT client every Data of this client lives in (shared with them).
   const std::shared_ptr<pjrt::Client>& pjrt_client() const { return client_; }
+  // The pool transfers and argument plumbing run on (borrowed or owned; never null).
   ThreadPool* pool() const { return pool_; }
   // The first `n` addressable devices, the default device order. Error: InvalidArgument when
   // there are fewer.
@@ -128,6 +130,7 @@ class ComputationClient {
 
  private:
   ComputationClient() = default;
+  // Resharding (reshard.cc): a copy of `data` with `sharding` / with `target`'s layout.
   absl::StatusOr<DataPtr> ReshardTo(const DataPtr& data, const Sharding& sharding);
   absl::StatusOr<DataPtr> Reshard(const DataPtr& data, std::shared_ptr<const DataLayout> target);
   // ExecuteReplicated's steps (execute_replicated.cc): check the arguments and build the

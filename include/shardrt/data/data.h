@@ -55,6 +55,7 @@ class Data {
   Data(const Data&) = delete;
   Data& operator=(const Data&) = delete;
 
+  // What the data is (immutable; valid while this Data lives), its client, and its state now.
   const DataLayout& layout() const { return *layout_; }
   const std::shared_ptr<const DataLayout>& shared_layout() const { return layout_; }
   const ArrayShape& shape() const { return layout_->global; }

@@ -23,6 +23,7 @@ struct HostArray {
   std::vector<int64_t> dims;
   std::vector<std::byte> data;
 
+  // A view borrowing this array's bytes (valid while it lives and is not resized).
   HostArrayView view() const { return {type, dims, data}; }
 };
 

@@ -112,7 +112,9 @@ class Executor {
   // (when track_device_completion is on); device errors are reported like dispatch errors.
   [[nodiscard]] absl::Status Synchronize();
 
+  // Counts since creation (a consistent snapshot).
   ExecutorStats stats() const;
+  // The client executions run on (borrowed).
   ComputationClient* client() const { return client_; }
 
  private:

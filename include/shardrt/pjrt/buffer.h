@@ -39,6 +39,7 @@ class Buffer {
   // Adopts `buffer` (may be null). `api` must be the plugin's table.
   Buffer(const PJRT_Api* api, PJRT_Buffer* buffer) : api_(api), buffer_(buffer) {}
   Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  // Destroys what this buffer owned, then takes `other`'s.
   Buffer& operator=(Buffer&& other) noexcept;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -59,7 +60,8 @@ class Buffer {
   // Bytes ToHost needs.
   [[nodiscard]] absl::StatusOr<size_t> HostSizeInBytes() const;
 
-  // Queries the plugin (not for hot paths: callers should cache shape and type).
+  // Queries the plugin (not for hot paths: callers should cache shape and type). Errors: the
+  // plugin's. The device handle is borrowed from the client.
   [[nodiscard]] absl::StatusOr<ElementType> QueryElementType() const;
   [[nodiscard]] absl::StatusOr<std::vector<int64_t>> QueryDimensions() const;
   [[nodiscard]] absl::StatusOr<size_t> OnDeviceSizeInBytes() const;
@@ -69,6 +71,7 @@ class Buffer {
   // True when the buffer was deleted or donated to an execution.
   bool IsDeleted() const;
 
+  // The handle (borrowed; null when empty).
   PJRT_Buffer* handle() const { return buffer_; }
   bool empty() const { return buffer_ == nullptr; }
   // Gives up ownership of the handle.

@@ -37,11 +37,13 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // The plugin, its function table, and the client handle (borrowed; valid while this lives).
   const std::shared_ptr<const Plugin>& plugin() const { return plugin_; }
   const PJRT_Api* api() const { return plugin_->api(); }
   PJRT_Client* handle() const { return client_; }
   // What the plugin reports about itself, e.g. "cpu", "cuda".
   const std::string& platform_name() const { return platform_name_; }
+  // The plugin's platform version string, and this process's index among the client's.
   const std::string& platform_version() const { return platform_version_; }
   int64_t process_index() const { return process_index_; }
   // All devices, in the plugin's order.

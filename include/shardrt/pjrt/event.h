@@ -18,6 +18,7 @@ class Event {
   // Takes ownership of `event` (may be null: an empty event that is always ready and OK).
   Event(const PJRT_Api* api, PJRT_Event* event) : api_(api), event_(event) {}
   Event(Event&& other) noexcept { *this = std::move(other); }
+  // Destroys what this event owned, then takes `other`'s.
   Event& operator=(Event&& other) noexcept;
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
@@ -32,6 +33,7 @@ class Event {
   // (`done` is then not called).
   [[nodiscard]] absl::Status OnReady(absl::AnyInvocable<void(absl::Status) &&> done);
 
+  // True when this Event owns nothing (then it counts as ready and OK).
   bool empty() const { return event_ == nullptr; }
   // Destroys the event now (does not cancel the work it tracks).
   void Reset();

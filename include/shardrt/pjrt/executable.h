@@ -70,6 +70,7 @@ class LoadedExecutable {
   LoadedExecutable(const LoadedExecutable&) = delete;
   LoadedExecutable& operator=(const LoadedExecutable&) = delete;
 
+  // What Compile read (immutable), the client it was compiled for, the name it was given.
   const ExecutableSignature& signature() const { return signature_; }
   const std::shared_ptr<Client>& client() const { return client_; }
   const std::string& name() const { return name_; }
@@ -87,6 +88,7 @@ class LoadedExecutable {
                                         std::vector<Event>* device_complete_events) const;
 
   // Introspection (each call counts in ExecutableIntrospection; never on the hot path).
+  // Errors: the plugin's. Device handles are borrowed from the client.
   [[nodiscard]] absl::StatusOr<int64_t> QueryNumOutputs() const;
   [[nodiscard]] absl::StatusOr<std::vector<ArrayShape>> QueryOutputShapes() const;
   [[nodiscard]] absl::StatusOr<int64_t> QueryNumPartitions() const;

@@ -29,6 +29,7 @@ class Plugin {
 
   // The plugin's function table; valid for the whole process (plugins are never unloaded).
   const PJRT_Api* api() const { return api_; }
+  // The path it was loaded from, and the PJRT C API version it reports.
   const std::string& path() const { return path_; }
   int api_major() const { return major_; }
   int api_minor() const { return minor_; }

@@ -82,8 +82,9 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // The loaded plugin, and where its path came from.
+  // The loaded plugin.
   const pjrt::Plugin& plugin() const { return *pjrt_client_->plugin(); }
+  // Where its path came from (the explicit option, $SHARDRT_PJRT_PLUGIN or the default).
   PluginSource plugin_source() const { return plugin_source_; }
   // The PJRT client (shared with every Data created through it).
   const std::shared_ptr<pjrt::Client>& pjrt_client() const { return pjrt_client_; }
