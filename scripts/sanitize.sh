@@ -10,8 +10,9 @@ kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(address thread)
 for kind in "${kinds[@]}"; do
   case "$kind" in
-    address) targets=(shardrt_pjrt_integration_tests shardrt_client_integration_tests) ;;
-    thread) targets=(shardrt_client_integration_tests) ;;
+    address) targets=(shardrt_pjrt_integration_tests shardrt_client_integration_tests
+                      shardrt_runtime_integration_tests) ;;
+    thread) targets=(shardrt_client_integration_tests shardrt_runtime_integration_tests) ;;
     *) echo "usage: scripts/sanitize.sh [address|thread]..." >&2; exit 2 ;;
   esac
   if [ -d src/executor ] && ls tests/integration/executor/*.cc > /dev/null 2>&1; then

@@ -50,6 +50,13 @@ out=$("$prefix/consumer-pc")
 grep -q ": correct$" <<< "$out" || { echo "$out"; exit 1; }
 echo "pkg-config build: ok"
 
+echo "== every installed header compiles on its own"
+(cd "$prefix/include" && find shardrt -name '*.h' | sort) |
+  xargs -P 2 -I{} sh -c 'printf "#include \"%s\"\n" "$1" |
+    c++ -std=c++20 -fsyntax-only -x c++ - $2 || { echo "FAIL: $1 does not compile alone"; exit 255; }' \
+    _ {} "$(pkg-config --cflags shardrt)"
+echo "$(cd "$prefix/include" && find shardrt -name '*.h' | wc -l) headers: ok"
+
 echo "== README's code is examples/consumer/main.cc"
 awk '/<!-- consumer main.cc begin -->/{f=1; next} /<!-- consumer main.cc end -->/{f=0} f' \
     "$src/README.md" | sed '1d;$d' > "$prefix/readme-main.cc"
