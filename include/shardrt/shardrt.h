@@ -10,6 +10,7 @@
 
 #include "shardrt/base/array_shape.h"
 #include "shardrt/base/element_type.h"
+#include "shardrt/base/limits.h"
 #include "shardrt/base/metrics.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/base/thread_pool.h"
