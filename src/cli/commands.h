@@ -15,6 +15,7 @@ namespace shardrt::cli {
 // shardrt shard-info --shape 8,7 --sharding TEXT [--devices N] [--json]
 [[nodiscard]] absl::Status ShardInfoCommand(const std::vector<std::string>& args);
 // shardrt run PROGRAM.mlir --devices N [--arg FILE.npy[@SHARDING]]... [--out DIR] [--repeat K]
+//             [--result-shape TYPE[DIMS]]...
 //             [--metrics] [--plugin PATH] [--partitioner gspmd|shardy]
 [[nodiscard]] absl::Status RunCommand(const std::vector<std::string>& args);
 // shardrt demo [--devices N] [--tokens T] [--layers L] [--d-model D] [--seed S] [--trace FILE]

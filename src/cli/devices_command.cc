@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/json_writer.h"
+#include "shardrt/base/limits.h"
 #include "shardrt/base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -19,7 +20,8 @@ absl::Status DevicesCommand(const std::vector<std::string>& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
   }
-  SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices, flags.GetInt("devices", 8, 1, 4096));
+  SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices,
+                           flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
                            CreateCliRuntime(num_devices, flags.Get("plugin")));
   const pjrt::Client* client = runtime->pjrt_client().get();

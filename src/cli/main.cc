@@ -16,7 +16,7 @@ constexpr char kUsage[] =
     "  shard-info  --shape D0,D1,... --sharding TEXT [--devices N] [--json]\n"
     "  run         PROGRAM.mlir --devices N [--arg FILE.npy[@SHARDING]]... [--out DIR]\n"
     "              [--repeat K] [--metrics] [--trace FILE] [--plugin PATH]\n"
-    "              [--partitioner gspmd|shardy]\n"
+    "              [--partitioner gspmd|shardy] [--result-shape TYPE[DIMS]]...\n"
     "  demo        [--devices N] [--tokens T] [--layers L] [--d-model D] [--seed S]\n"
     "              [--trace FILE] [--metrics] [--plugin PATH]\n";
 

@@ -1,14 +1,19 @@
 // shardrt run PROGRAM.mlir --devices N [--arg FILE.npy[@SHARDING]]... [--out DIR] [--repeat K]
+//             [--result-shape TYPE[DIMS]]... (MLIR bytecode only)
 //             [--metrics] [--plugin PATH] [--partitioner gspmd|shardy]
 // Compiles the program for N partitions, uploads the arguments (each with its own sharding, or
 // the program's parameter sharding), runs it K times and writes the outputs as global arrays.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/status_macros.h"
@@ -16,17 +21,73 @@
 #include "cli/flags.h"
 #include "cli/npy.h"
 #include "cli/runtime_setup.h"
+#include "client/program_text.h"
+#include "shardrt/base/limits.h"
 #include "shardrt/sharding/text.h"
 
 namespace shardrt::cli {
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+// Reads the whole program file: a regular file of at most limits::kMaxFileBytes, read with
+// that bound (a device file such as /dev/zero or a directory is refused before any read).
+absl::StatusOr<std::string> ReadProgram(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot read '", path, "': no such file"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", path, "' is ", S_ISDIR(st.st_mode) ? "a directory" : "not a regular file",
+        "; expected a program file (StableHLO text or MLIR bytecode)"));
+  }
+  if (st.st_size > limits::kMaxFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' has ", st.st_size,
+                                                   " bytes; the limit for a program is ",
+                                                   limits::kMaxFileBytes));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  in.read(text.data(), st.st_size);
+  if (in.gcount() != st.st_size || in.peek() != std::char_traits<char>::eof()) {
+    return absl::AbortedError(absl::StrCat("'", path, "' changed size while it was read"));
+  }
+  if (text.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is empty; expected a program"));
+  }
+  return text;
+}
+
+// An --arg value: FILE.npy or FILE.npy@SHARDING. The sharding starts at the last '@' that is
+// followed by '{', so a path may contain '@'.
+struct ArgSpec {
+  std::string file;
+  std::optional<std::string> sharding;
+};
+
+ArgSpec ParseArgSpec(const std::string& spec) {
+  const size_t at = spec.rfind("@{");
+  if (at == std::string::npos) return {spec, std::nullopt};
+  return {spec.substr(0, at), spec.substr(at + 1)};
+}
+
+// The --out folder: created if missing. Error: an empty value, or a path that exists and is not
+// a folder, or one that cannot be created.
+absl::Status PrepareOutDir(const std::string& dir) {
+  if (dir.empty()) {
+    return absl::InvalidArgumentError("--out: expected a folder for the outputs, got ''");
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("--out '", dir, "' exists and is not a folder"));
+  }
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--out '", dir, "': cannot create the folder: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -35,13 +96,14 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(
       Flags flags,
       Flags::Parse(args, {.with_value = {"devices", "arg", "out", "repeat", "plugin",
-                                         "partitioner", "trace"},
+                                         "partitioner", "trace", "result-shape"},
                           .boolean = {"metrics"}}));
   if (flags.positional().size() != 1) {
     return absl::InvalidArgumentError("expected exactly one PROGRAM.mlir argument");
   }
   const std::string program_path = flags.positional()[0];
-  SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices, flags.GetInt("devices", 8, 1, 4096));
+  SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices,
+                           flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
   SHARDRT_ASSIGN_OR_RETURN(int64_t repeat, flags.GetInt("repeat", 1, 1, 1'000'000));
   pjrt::Partitioner partitioner = pjrt::Partitioner::kGspmd;
   if (auto p = flags.Get("partitioner"); p.has_value()) {
@@ -52,7 +114,36 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
           absl::StrCat("--partitioner: expected gspmd or shardy, got '", *p, "'"));
     }
   }
-  SHARDRT_ASSIGN_OR_RETURN(std::string program, ReadFile(program_path));
+  const std::optional<std::string> out_dir = flags.Get("out");
+  if (out_dir.has_value()) SHARDRT_RETURN_IF_ERROR(PrepareOutDir(*out_dir));
+  SHARDRT_ASSIGN_OR_RETURN(std::string program, ReadProgram(program_path));
+
+  // The arguments, read before compiling: MLIR bytecode takes its parameters' global shapes
+  // from them (its text is not readable for them), and its results' from --result-shape.
+  const std::vector<std::string> arg_specs = flags.GetAll("arg");
+  std::vector<ArgSpec> specs;
+  std::vector<NpyArray> hosts;
+  hosts.reserve(arg_specs.size());
+  for (const std::string& spec : arg_specs) {
+    specs.push_back(ParseArgSpec(spec));
+    SHARDRT_ASSIGN_OR_RETURN(NpyArray npy, ReadNpy(specs.back().file));
+    hosts.push_back(std::move(npy));
+  }
+  std::optional<GlobalShapes> global_shapes;
+  const bool bytecode = IsMlirBytecode(program);
+  if (bytecode) {
+    global_shapes.emplace();
+    for (const NpyArray& h : hosts) global_shapes->parameters.push_back({h.type, h.shape});
+    for (const std::string& text : flags.GetAll("result-shape")) {
+      absl::StatusOr<ArrayShape> shape = ParseShape(text);
+      if (!shape.ok()) return absl::InvalidArgumentError(absl::StrCat(
+          "--result-shape: ", shape.status().message()));
+      global_shapes->results.push_back(*shape);
+    }
+  } else if (flags.Has("result-shape")) {
+    return absl::InvalidArgumentError(
+        "--result-shape is for MLIR bytecode programs; a text program states its result shapes");
+  }
 
   CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
   SHARDRT_RETURN_IF_ERROR(reports.Start());
@@ -64,24 +155,29 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
   request.program = program;
   request.options.num_partitions = num_devices;
   request.options.partitioner = partitioner;
-  SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation, client->Compile(request));
+  request.global_shapes = global_shapes;
+  absl::StatusOr<ComputationPtr> compiled = client->Compile(request);
+  if (!compiled.ok() && bytecode && !flags.Has("result-shape") &&
+      absl::StrContains(compiled.status().message(), "does not state its global shape")) {
+    return absl::Status(compiled.status().code(),
+                        absl::StrCat(compiled.status().message(),
+                                     "; for MLIR bytecode the --arg arrays give the parameters' "
+                                     "shapes and --result-shape TYPE[DIMS] each result's"));
+  }
+  SHARDRT_RETURN_IF_ERROR(compiled.status());
+  const ComputationPtr& computation = *compiled;
 
-  const std::vector<std::string> arg_specs = flags.GetAll("arg");
   if (arg_specs.size() != computation->num_parameters()) {
     return absl::InvalidArgumentError(absl::StrCat(program_path, " takes ",
                                                    computation->num_parameters(),
                                                    " arguments, got ", arg_specs.size(), " --arg"));
   }
-  std::vector<NpyArray> hosts;
   std::vector<HostArrayView> views;
   std::vector<std::shared_ptr<const DataLayout>> layouts;
-  hosts.reserve(arg_specs.size());
   for (size_t i = 0; i < arg_specs.size(); ++i) {
-    const std::string& spec = arg_specs[i];
-    const size_t at = spec.find('@');
-    const std::string file = spec.substr(0, at);
+    const std::string& file = specs[i].file;
     const auto& expected = computation->parameter_layout(i);
-    SHARDRT_ASSIGN_OR_RETURN(NpyArray npy, ReadNpy(file));
+    const NpyArray& npy = hosts[i];
     ArrayShape got{npy.type, npy.shape};
     if (got != expected->global) {
       return absl::InvalidArgumentError(absl::StrCat("argument ", i, " (", file, "): expected ",
@@ -89,18 +185,21 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
                                                      ShapeToString(got)));
     }
     std::shared_ptr<const DataLayout> layout = expected;
-    if (at != std::string::npos) {
-      absl::StatusOr<Sharding> sharding = ParseSharding(spec.substr(at + 1));
+    if (specs[i].sharding.has_value()) {
+      absl::StatusOr<Sharding> sharding = ParseSharding(*specs[i].sharding);
       if (!sharding.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("argument ", i, " sharding: ", sharding.status().message()));
       }
-      SHARDRT_ASSIGN_OR_RETURN(layout, DataLayout::Create(expected->global, *sharding,
-                                                          computation->devices()));
+      absl::StatusOr<std::shared_ptr<const DataLayout>> placed =
+          DataLayout::Create(expected->global, *sharding, computation->devices());
+      if (!placed.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("argument ", i, " (", file, ") sharding: ", placed.status().message()));
+      }
+      layout = *std::move(placed);
     }
-    hosts.push_back(std::move(npy));
-    views.push_back({hosts.back().type, hosts.back().shape,
-                     std::as_bytes(std::span(hosts.back().data))});
+    views.push_back({npy.type, npy.shape, std::as_bytes(std::span(npy.data))});
     layouts.push_back(std::move(layout));
   }
   SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> arguments,
@@ -131,8 +230,6 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
   std::printf("ran %s on %lld devices, %lld time(s), median %.3f ms\n", request.name.c_str(),
               static_cast<long long>(num_devices), static_cast<long long>(repeat),
               times_ms[times_ms.size() / 2]);
-  const std::optional<std::string> out_dir = flags.Get("out");
-  if (out_dir.has_value()) ::mkdir(out_dir->c_str(), 0755);
   for (size_t i = 0; i < results.size(); ++i) {
     std::string where;
     if (out_dir.has_value()) {

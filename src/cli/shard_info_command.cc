@@ -25,14 +25,19 @@
 #include "shardrt/sharding/geometry.h"
 #include "shardrt/sharding/shape.h"
 #include "shardrt/sharding/sharding.h"
+#include "shardrt/base/limits.h"
 #include "shardrt/sharding/text.h"
 
 namespace shardrt::cli {
 namespace {
 
-// "8,7" or "[8,7]"; "" or "[]" is a scalar.
-absl::StatusOr<Shape> ParseShape(absl::string_view text) {
-  absl::string_view body = absl::StripAsciiWhitespace(text);
+// "8,7" or "[8,7]"; "" or "[]" is a scalar. At most limits::kMaxRank dimensions.
+absl::StatusOr<Shape> ParseShapeFlag(absl::string_view full_text) {
+  // Messages quote at most the first 60 characters.
+  const std::string text = full_text.size() > 60
+                               ? absl::StrCat(full_text.substr(0, 60), "...")
+                               : std::string(full_text);
+  absl::string_view body = absl::StripAsciiWhitespace(full_text);
   if (absl::ConsumePrefix(&body, "[") && !absl::ConsumeSuffix(&body, "]")) {
     return absl::InvalidArgumentError(absl::StrCat("--shape '", text, "': missing ']'"));
   }
@@ -40,6 +45,10 @@ absl::StatusOr<Shape> ParseShape(absl::string_view text) {
   Shape shape;
   if (body.empty()) return shape;
   for (absl::string_view part : absl::StrSplit(body, ',')) {
+    if (static_cast<int64_t>(shape.size()) >= limits::kMaxRank) {
+      return absl::InvalidArgumentError(absl::StrCat("--shape '", text, "': more than ",
+                                                     limits::kMaxRank, " dimensions"));
+    }
     int64_t dim = 0;
     if (!absl::SimpleAtoi(part, &dim)) {
       return absl::InvalidArgumentError(absl::StrCat("--shape '", text, "': dimension ",
@@ -176,7 +185,7 @@ absl::Status ShardInfoCommand(const std::vector<std::string>& args) {
   std::optional<std::string> sharding_text = flags.Get("sharding");
   if (!shape_text.has_value()) return absl::InvalidArgumentError("--shape is required");
   if (!sharding_text.has_value()) return absl::InvalidArgumentError("--sharding is required");
-  SHARDRT_ASSIGN_OR_RETURN(Shape shape, ParseShape(*shape_text));
+  SHARDRT_ASSIGN_OR_RETURN(Shape shape, ParseShapeFlag(*shape_text));
   absl::StatusOr<Sharding> sharding = ParseSharding(*sharding_text);
   if (!sharding.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--sharding: ", sharding.status().message()));

@@ -13,14 +13,22 @@ absl::StatusOr<Sharding> ShardingOf(const std::string& bytes) {
   return DeserializeSharding(bytes);
 }
 
-// Global shape when the program text was not available: shard dims times tiles (even only).
-ArrayShape DeriveGlobal(const ArrayShape& shard, const Sharding& sharding) {
-  ArrayShape global = shard;
+// Global shape when the program gave none (MLIR bytecode): shard dims times tiles. Exact only
+// when no dimension is split over several devices, so that is the only case allowed.
+absl::StatusOr<ArrayShape> DeriveGlobal(const std::string& what, const ArrayShape& shard,
+                                        const Sharding& sharding) {
   if (sharding.IsTiled()) {
-    auto tiles = sharding.data_tile_dims();
-    for (size_t i = 0; i < global.dims.size() && i < tiles.size(); ++i) global.dims[i] *= tiles[i];
+    for (int64_t tiles : sharding.data_tile_dims()) {
+      if (tiles > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": the program does not state its global shape (MLIR bytecode), and the "
+            "per-device shape ", ShapeToString(shard), " under sharding ", sharding.ToString(),
+            " does not tell it exactly (splits may be uneven): give the global shapes "
+            "(CompileRequest::global_shapes) or compile the program's text form"));
+      }
+    }
   }
-  return global;
+  return shard;
 }
 
 absl::StatusOr<std::shared_ptr<const DataLayout>> BuildLayout(
@@ -32,10 +40,14 @@ absl::StatusOr<std::shared_ptr<const DataLayout>> BuildLayout(
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": unsupported sharding: ", sharding.status().message()));
   }
-  ArrayShape global =
-      index < globals.size() ? globals[index] : DeriveGlobal(per_device, *sharding);
+  ArrayShape global;
+  if (index < globals.size()) {
+    global = globals[index];
+  } else {
+    SHARDRT_ASSIGN_OR_RETURN(global, DeriveGlobal(what, per_device, *sharding));
+  }
   if (global.type != per_device.type) {
-    return absl::InternalError(absl::StrCat(what, ": program says ", ElementTypeName(global.type),
+    return absl::InvalidArgumentError(absl::StrCat(what, ": program says ", ElementTypeName(global.type),
                                             ", executable says ",
                                             ElementTypeName(per_device.type)));
   }
@@ -45,7 +57,7 @@ absl::StatusOr<std::shared_ptr<const DataLayout>> BuildLayout(
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", layout.status().message()));
   }
   if ((*layout)->shard_dims != per_device.dims) {
-    return absl::InternalError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         what, ": global shape ", DimsToString(global.dims), " with sharding ",
         sharding->ToString(), " gives per-device shape ", DimsToString((*layout)->shard_dims),
         " but the executable expects ", DimsToString(per_device.dims)));

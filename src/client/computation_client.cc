@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "shardrt/base/limits.h"
 #include "shardrt/base/metrics.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/base/trace.h"
@@ -106,6 +107,12 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
     for (const pjrt::Device* d : devices) options.device_assignment.push_back(d->id);
   }
   std::string key = absl::StrCat(pjrt::EncodeCompileOptions(options), "\n", request.program);
+  if (request.global_shapes.has_value()) {
+    for (const auto* shapes : {&request.global_shapes->parameters, &request.global_shapes->results}) {
+      absl::StrAppend(&key, "\n");
+      for (const ArrayShape& shape : *shapes) absl::StrAppend(&key, ShapeToString(shape), ";");
+    }
+  }
   {
     absl::MutexLock lock(&cache_mu_);
     if (auto it = compile_cache_.find(key); it != compile_cache_.end()) {
@@ -117,6 +124,10 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
   const std::string name = request.name.empty() ? "computation" : request.name;
   TraceSpan span("Compile", "client");
   span.AddArg("computation", name);
+  if (static_cast<int64_t>(request.program.size()) > limits::kMaxFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": the program has ", request.program.size(),
+                                                   " bytes; the limit is ", limits::kMaxFileBytes));
+  }
   SHARDRT_ASSIGN_OR_RETURN(ProgramInfo info, InspectProgram(request.program));
   if (info.declared_partitions.has_value() && *info.declared_partitions != options.num_partitions) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -133,12 +144,21 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<pjrt::LoadedExecutable> executable,
                            pjrt::LoadedExecutable::Compile(client_, request.program,
                                                            pjrt::ProgramFormat::kMlir, options));
-  const std::vector<ArrayShape> none;
-  SHARDRT_ASSIGN_OR_RETURN(
-      ComputationPtr computation,
-      Computation::Create(name, std::move(executable),
-                          info.signature ? info.signature->parameters : none,
-                          info.signature ? info.signature->results : none));
+  GlobalShapes globals;
+  if (info.signature.has_value()) {
+    globals = {info.signature->parameters, info.signature->results};
+  }
+  if (request.global_shapes.has_value()) {
+    if (info.signature.has_value() && (request.global_shapes->parameters != globals.parameters ||
+                                       request.global_shapes->results != globals.results)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": the global shapes given differ from the ones the program's @main states"));
+    }
+    globals = *request.global_shapes;
+  }
+  SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation,
+                           Computation::Create(name, std::move(executable), globals.parameters,
+                                               globals.results));
   uncached->Add(1);
   absl::MutexLock lock(&cache_mu_);
   auto [it, inserted] = compile_cache_.emplace(std::move(key), computation);

@@ -1,194 +1,278 @@
 #include "client/program_text.h"
 
-#include <cctype>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "shardrt/base/status_macros.h"
+#include "client/mlir_lexer.h"
 #include "shardrt/base/element_type.h"
+#include "shardrt/base/limits.h"
+#include "shardrt/base/status_macros.h"
+#include "shardrt/sharding/shape.h"
 
 namespace shardrt {
 namespace {
 
-// Index of the quote that closes the string literal opening at `open` (or s.size()).
-size_t SkipString(absl::string_view s, size_t open) {
-  size_t i = open + 1;
-  for (; i < s.size() && s[i] != '"'; ++i) {
-    if (s[i] == '\\') ++i;
-  }
-  return i;
-}
-
-// Index just past the bracket that closes the one at `open` (balancing (), [], {}, <> and
-// skipping string literals), or npos.
-size_t MatchClose(absl::string_view s, size_t open) {
-  int depth = 0;
-  for (size_t i = open; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '"') {
-      i = SkipString(s, i);
-      continue;
-    }
-    if (c == '(' || c == '[' || c == '{' || c == '<') ++depth;
-    if (c == ')' || c == ']' || c == '}' || (c == '>' && (i == 0 || s[i - 1] != '-'))) {
-      if (--depth == 0) return i + 1;
-    }
-  }
-  return absl::string_view::npos;
-}
-
-// Splits at commas outside brackets and strings.
-std::vector<absl::string_view> SplitTopLevel(absl::string_view s) {
-  std::vector<absl::string_view> parts;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '"') {
-      i = SkipString(s, i);
-      continue;
-    }
-    if (c == '(' || c == '[' || c == '{' || c == '<') ++depth;
-    if (c == ')' || c == ']' || c == '}' || (c == '>' && s[i - 1] != '-')) --depth;
-    if (c == ',' && depth == 0) {
-      parts.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  if (start < s.size()) parts.push_back(s.substr(start));
-  return parts;
-}
-
-// Parses the first `tensor<...>` in `text` (outside attribute dictionaries).
-absl::StatusOr<ArrayShape> ParseTensorType(absl::string_view text, absl::string_view what) {
-  size_t brace = text.find('{');
-  size_t pos = text.find("tensor<");
-  if (pos == absl::string_view::npos || (brace != absl::string_view::npos && brace < pos)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " is not a tensor: '", text, "'"));
-  }
-  size_t end = MatchClose(text, pos + 6);
-  if (end == absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": unterminated tensor type"));
-  }
-  absl::string_view body = text.substr(pos + 7, end - pos - 8);
-  body = body.substr(0, body.find(','));  // drop an encoding
-  std::vector<absl::string_view> pieces = absl::StrSplit(body, 'x');
-  ArrayShape shape;
-  for (size_t i = 0; i + 1 < pieces.size(); ++i) {
-    int64_t dim = 0;
-    if (!absl::SimpleAtoi(pieces[i], &dim) || dim < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": dimension '", pieces[i], "' is not static (only static shapes are supported)"));
-    }
-    shape.dims.push_back(dim);
-  }
-  absl::StatusOr<ElementType> type = ParseElementType(pieces.back());
-  if (!type.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", type.status().message()));
-  }
-  shape.type = *type;
-  return shape;
-}
-
-}  // namespace
-
-absl::StatusOr<std::optional<ProgramSignature>> ParseProgramSignature(absl::string_view program) {
-  size_t at = program.find("@main(");
-  if (at == absl::string_view::npos || program.find("func.func") == absl::string_view::npos) {
-    return std::optional<ProgramSignature>();
-  }
-  const size_t open = at + 5;
-  const size_t close = MatchClose(program, open);
-  if (close == absl::string_view::npos) return std::optional<ProgramSignature>();
-  ProgramSignature sig;
-  absl::string_view args = program.substr(open + 1, close - open - 2);
-  int index = 0;
-  for (absl::string_view arg : SplitTopLevel(args)) {
-    size_t colon = arg.find(':');
-    if (colon == absl::string_view::npos) continue;
-    SHARDRT_ASSIGN_OR_RETURN(ArrayShape shape,
-                             ParseTensorType(arg.substr(colon + 1),
-                                             absl::StrCat("@main argument ", index)));
-    sig.parameters.push_back(std::move(shape));
-    ++index;
-  }
-  absl::string_view rest = program.substr(close);
-  size_t arrow = rest.find_first_not_of(" \t\r\n");
-  if (arrow == absl::string_view::npos || rest.substr(arrow, 2) != "->") {
-    return std::optional<ProgramSignature>(std::move(sig));  // no results
-  }
-  rest = rest.substr(arrow + 2);
-  size_t first = rest.find_first_not_of(" \t\r\n");
-  if (first == absl::string_view::npos) return absl::InvalidArgumentError("@main: no result type");
-  std::vector<absl::string_view> results;
-  if (rest[first] == '(') {
-    size_t end = MatchClose(rest, first);
-    if (end == absl::string_view::npos) return absl::InvalidArgumentError("@main: bad results");
-    results = SplitTopLevel(rest.substr(first + 1, end - first - 2));
-  } else {
-    size_t end = MatchClose(rest, first + 6);
-    if (end == absl::string_view::npos) return absl::InvalidArgumentError("@main: bad result");
-    results.push_back(rest.substr(first, end - first));
-  }
-  for (size_t i = 0; i < results.size(); ++i) {
-    SHARDRT_ASSIGN_OR_RETURN(ArrayShape shape,
-                             ParseTensorType(results[i], absl::StrCat("@main result ", i)));
-    sig.results.push_back(std::move(shape));
-  }
-  return std::optional<ProgramSignature>(std::move(sig));
-}
-
-namespace {
-
 constexpr absl::string_view kBytecodeMagic("ML\xefR", 4);
+using Kind = MlirToken::Kind;
 
-// Where `needle` occurs at or after `from` outside `//` comments, or npos.
-size_t FindOutsideComments(absl::string_view text, absl::string_view needle, size_t from = 0) {
-  for (size_t at = text.find(needle, from); at != absl::string_view::npos;
-       at = text.find(needle, at + 1)) {
-    const size_t line = text.rfind('\n', at);
-    const size_t begin = line == absl::string_view::npos ? 0 : line + 1;
-    if (text.substr(begin, at - begin).find("//") == absl::string_view::npos) return at;
-  }
-  return absl::string_view::npos;
+// At most this much of a piece of program text is quoted in a message.
+constexpr size_t kQuoted = 60;
+
+std::string Quote(absl::string_view text) {
+  return absl::StrCat("'", text.substr(0, kQuoted), text.size() > kQuoted ? "...'" : "'");
 }
 
-// The value of `name = <digits>` in module attributes (the first one outside comments).
-absl::StatusOr<std::optional<int64_t>> DeclaredCount(absl::string_view text,
-                                                     absl::string_view name) {
-  const size_t at = FindOutsideComments(text, name);
-  if (at == absl::string_view::npos) return std::optional<int64_t>();
-  size_t i = at + name.size();
-  auto skip_spaces = [&] {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' ||
-                               text[i] == '\r')) {
-      ++i;
+// One pass over the tokens of a program, collecting ProgramInfo. Iterative throughout: no
+// recursion, so no input can exhaust the stack; work is linear in the text.
+class Inspector {
+ public:
+  explicit Inspector(absl::string_view text) : lexer_(text) {}
+
+  absl::StatusOr<ProgramInfo> Run() {
+    ProgramInfo info;
+    Advance();
+    while (token_.kind != Kind::kEnd) {
+      if (token_.kind == Kind::kBareId || token_.kind == Kind::kHashId) {
+        if (absl::StrContains(token_.text, "sdy.")) info.uses_shardy = true;
+      }
+      if (token_.Is(Kind::kBareId, "tensor")) {
+        SHARDRT_ASSIGN_OR_RETURN(std::optional<ArrayShape> shape, TensorType("a tensor type"));
+        (void)shape;
+        continue;
+      }
+      if (token_.Is(Kind::kBareId, "mhlo.num_partitions") && !info.declared_partitions) {
+        SHARDRT_ASSIGN_OR_RETURN(info.declared_partitions, DeclaredCount());
+        continue;
+      }
+      if (token_.Is(Kind::kBareId, "mhlo.num_replicas") && !info.declared_replicas) {
+        SHARDRT_ASSIGN_OR_RETURN(info.declared_replicas, DeclaredCount());
+        continue;
+      }
+      if (token_.Is(Kind::kBareId, "func.func") && !info.signature) {
+        SHARDRT_ASSIGN_OR_RETURN(info.signature, Function());
+        continue;
+      }
+      Advance();
     }
-  };
-  skip_spaces();
-  if (i >= text.size() || text[i] != '=') return std::optional<int64_t>();
-  ++i;
-  skip_spaces();
-  size_t end = i;
-  while (end < text.size() && end - i < 20 && absl::ascii_isdigit(text[end])) ++end;
-  int64_t value = 0;
-  if (end == i || !absl::SimpleAtoi(text.substr(i, end - i), &value) ||
-      (end < text.size() && absl::ascii_isdigit(text[end]))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the program declares ", name, " = ", text.substr(i, std::min<size_t>(end - i, 24)),
-        (end - i > 24 ? "..." : ""), ": expected a number that fits in int64"));
+    return info;
   }
-  return std::optional<int64_t>(value);
-}
+
+ private:
+  void Advance() { token_ = lexer_.Next(); }
+
+  std::string Where(size_t offset) const { return absl::StrCat("line ", lexer_.LineOf(offset)); }
+
+  absl::Status Unexpected(absl::string_view what, absl::string_view expected) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " at ", Where(token_.offset), ": expected ", expected, ", got ",
+        token_.kind == Kind::kEnd ? "the end of the program" : Quote(token_.text)));
+  }
+
+  // At an opening bracket: skips to just past its partner, balancing (), [], {} and <>.
+  absl::Status SkipBalanced(absl::string_view what) {
+    const size_t start = token_.offset;
+    int64_t depth = 0;
+    do {
+      if (token_.kind == Kind::kEnd) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " opened at ", Where(start), " is never closed"));
+      }
+      if (token_.kind == Kind::kPunct) {
+        const char c = token_.text[0];
+        if (c == '(' || c == '[' || c == '{' || c == '<') ++depth;
+        if (c == ')' || c == ']' || c == '}' || c == '>') --depth;
+      }
+      Advance();
+    } while (depth > 0);
+    return absl::OkStatus();
+  }
+
+  // At `mhlo.num_partitions` / `mhlo.num_replicas`: reads `= <integer>`; nullopt when the name
+  // is not followed by `=` (e.g. a mention in an attribute value).
+  absl::StatusOr<std::optional<int64_t>> DeclaredCount() {
+    const absl::string_view name = token_.text;
+    Advance();
+    if (!token_.IsPunct('=')) return std::optional<int64_t>();
+    Advance();
+    int64_t value = 0;
+    if (token_.kind != Kind::kInteger || !absl::SimpleAtoi(token_.text, &value) || value < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the program declares ", name, " = ", Quote(token_.text), " at ", Where(token_.offset),
+          ": expected a number that fits in int64"));
+    }
+    Advance();
+    return std::optional<int64_t>(value);
+  }
+
+  // At `tensor`: reads `tensor<dims x type[, encoding]>`. Every tensor type in the program is
+  // checked: its element count and byte size must fit in int64 (the compiler aborts on ones that
+  // do not). Returns the shape when it is static and of a supported element type, else nullopt
+  // (dynamic or unsupported types are an error only where a signature needs them: see
+  // SignatureType).
+  absl::StatusOr<std::optional<ArrayShape>> TensorType(absl::string_view what) {
+    const size_t at = token_.offset;
+    Advance();
+    if (!token_.IsPunct('<')) return std::optional<ArrayShape>();  // the word, not the type
+    const size_t open = token_.offset;
+    SHARDRT_RETURN_IF_ERROR(SkipBalanced("tensor type"));
+    // The body between the brackets, as written (the lexer would split `10x3xf32` oddly).
+    absl::string_view body = lexer_.text().substr(open + 1, token_.offset - open - 1);
+    body = absl::StripAsciiWhitespace(body.substr(0, body.rfind('>')));
+    int64_t depth = 0;
+    for (size_t i = 0; i < body.size(); ++i) {  // drop an encoding: `, #enc` at depth 0
+      if (body[i] == '<') ++depth;
+      if (body[i] == '>') --depth;
+      if (body[i] == ',' && depth == 0) {
+        body = absl::StripAsciiWhitespace(body.substr(0, i));
+        break;
+      }
+    }
+    ArrayShape shape;
+    bool is_static = true;
+    absl::string_view rest = body;
+    while (true) {  // leading `<dim>x` groups
+      size_t n = 0;
+      while (n < rest.size() && (absl::ascii_isdigit(rest[n]) || rest[n] == '?')) ++n;
+      if (n == 0 || n >= rest.size() || rest[n] != 'x') break;
+      int64_t dim = 0;
+      if (rest.substr(0, n) == "?") {
+        is_static = false;
+      } else if (!absl::SimpleAtoi(rest.substr(0, n), &dim)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " at ", Where(at), ": dimension ", Quote(rest.substr(0, n)),
+            " does not fit in int64"));
+      } else {
+        shape.dims.push_back(dim);
+      }
+      rest = rest.substr(n + 1);
+      if (static_cast<int64_t>(shape.dims.size()) > limits::kMaxRank) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " at ", Where(at), ": rank above ",
+                                                       limits::kMaxRank));
+      }
+    }
+    absl::StatusOr<ElementType> type = ParseElementType(rest);
+    if (is_static) {
+      absl::StatusOr<int64_t> elements = NumElements(shape.dims, absl::StrCat("tensor<", body, ">"));
+      int64_t bytes = 0;
+      if (!elements.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " at ", Where(at), ": ", elements.status().message()));
+      }
+      if (type.ok() && !CheckedMul(*elements, ElementSizeInBytes(*type), &bytes)) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " at ", Where(at), ": tensor<",
+                                                       body, "> has more bytes than fit in int64"));
+      }
+    }
+    if (!is_static || !type.ok()) {
+      last_unsupported_ = absl::StrCat(
+          !is_static ? "has a dynamic dimension ('?'); only static shapes are supported"
+                     : absl::StrCat("has element type ", Quote(rest),
+                                    ", which shardrt does not support"),
+          ": tensor<", body, ">");
+      return std::optional<ArrayShape>();
+    }
+    shape.type = *type;
+    return std::optional<ArrayShape>(std::move(shape));
+  }
+
+  // A type in @main's signature: a static tensor of a supported type, within the limits.
+  absl::StatusOr<ArrayShape> SignatureType(const std::string& what) {
+    if (!token_.Is(Kind::kBareId, "tensor")) {
+      return Unexpected(what, "a tensor type (shardrt runs programs on arrays)");
+    }
+    last_unsupported_.clear();
+    SHARDRT_ASSIGN_OR_RETURN(std::optional<ArrayShape> shape, TensorType(what));
+    if (!shape.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " ", last_unsupported_.empty() ? "is not a tensor type" : last_unsupported_));
+    }
+    int64_t bytes = 0;
+    const int64_t elements = *NumElements(shape->dims);
+    if (!CheckedMul(elements, ElementSizeInBytes(shape->type), &bytes) ||
+        bytes > limits::kMaxArrayBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " ", ShapeToString(*shape), " is larger than the limit of ",
+          limits::kMaxArrayBytes, " bytes per array"));
+    }
+    return *shape;
+  }
+
+  // Skips what may follow a type in an argument or result: an attribute dictionary, `loc(...)`.
+  absl::Status SkipDecorations() {
+    while (true) {
+      if (token_.IsPunct('{')) {
+        SHARDRT_RETURN_IF_ERROR(SkipBalanced("an attribute dictionary"));
+      } else if (token_.Is(Kind::kBareId, "loc")) {
+        Advance();
+        if (token_.IsPunct('(')) SHARDRT_RETURN_IF_ERROR(SkipBalanced("a location"));
+      } else {
+        return absl::OkStatus();
+      }
+    }
+  }
+
+  // At `func.func`: if it is @main, reads its signature; else nullopt (and the scan goes on).
+  absl::StatusOr<std::optional<ProgramSignature>> Function() {
+    Advance();
+    if (token_.Is(Kind::kBareId, "public") || token_.Is(Kind::kBareId, "private") ||
+        token_.Is(Kind::kBareId, "nested")) {
+      Advance();
+    }
+    if (!(token_.Is(Kind::kAtId, "@main") || token_.Is(Kind::kAtId, "@\"main\""))) {
+      return std::optional<ProgramSignature>();
+    }
+    Advance();
+    if (!token_.IsPunct('(')) return Unexpected("@main", "'(' opening its arguments");
+    Advance();
+    ProgramSignature sig;
+    while (!token_.IsPunct(')')) {
+      const std::string what = absl::StrCat("@main argument ", sig.parameters.size());
+      if (!sig.parameters.empty()) {
+        if (!token_.IsPunct(',')) return Unexpected(what, "',' or ')'");
+        Advance();
+      }
+      if (token_.kind == Kind::kPercentId) {  // `%name :` (a declaration has no names)
+        Advance();
+        if (!token_.IsPunct(':')) return Unexpected(what, "':' before its type");
+        Advance();
+      }
+      SHARDRT_ASSIGN_OR_RETURN(ArrayShape shape, SignatureType(what));
+      sig.parameters.push_back(std::move(shape));
+      SHARDRT_RETURN_IF_ERROR(SkipDecorations());
+    }
+    Advance();  // ')'
+    if (token_.kind != Kind::kArrow) return std::optional<ProgramSignature>(std::move(sig));
+    Advance();
+    if (!token_.IsPunct('(')) {  // one result, without parentheses
+      SHARDRT_ASSIGN_OR_RETURN(ArrayShape shape, SignatureType("@main result 0"));
+      sig.results.push_back(std::move(shape));
+      return std::optional<ProgramSignature>(std::move(sig));
+    }
+    Advance();
+    while (!token_.IsPunct(')')) {
+      const std::string what = absl::StrCat("@main result ", sig.results.size());
+      if (!sig.results.empty()) {
+        if (!token_.IsPunct(',')) return Unexpected(what, "',' or ')'");
+        Advance();
+      }
+      SHARDRT_ASSIGN_OR_RETURN(ArrayShape shape, SignatureType(what));
+      sig.results.push_back(std::move(shape));
+      SHARDRT_RETURN_IF_ERROR(SkipDecorations());
+    }
+    Advance();
+    return std::optional<ProgramSignature>(std::move(sig));
+  }
+
+  MlirLexer lexer_;
+  MlirToken token_;
+  std::string last_unsupported_;  // why the last TensorType gave nullopt
+};
 
 }  // namespace
-
-bool IsMlirBytecode(absl::string_view program) {
-  return absl::StartsWith(program, kBytecodeMagic);
-}
 
 absl::StatusOr<ProgramInfo> InspectProgram(absl::string_view program) {
   ProgramInfo info;
@@ -198,12 +282,17 @@ absl::StatusOr<ProgramInfo> InspectProgram(absl::string_view program) {
     info.uses_shardy = program.find("sdy.") != absl::string_view::npos;
     return info;
   }
-  info.uses_shardy = FindOutsideComments(program, "sdy.") != absl::string_view::npos;
-  SHARDRT_ASSIGN_OR_RETURN(info.declared_partitions,
-                           DeclaredCount(program, "mhlo.num_partitions"));
-  SHARDRT_ASSIGN_OR_RETURN(info.declared_replicas, DeclaredCount(program, "mhlo.num_replicas"));
-  SHARDRT_ASSIGN_OR_RETURN(info.signature, ParseProgramSignature(program));
-  return info;
+  return Inspector(program).Run();
+}
+
+absl::StatusOr<std::optional<ProgramSignature>> ParseProgramSignature(absl::string_view program) {
+  if (IsMlirBytecode(program)) return std::optional<ProgramSignature>();
+  SHARDRT_ASSIGN_OR_RETURN(ProgramInfo info, InspectProgram(program));
+  return std::move(info.signature);
+}
+
+bool IsMlirBytecode(absl::string_view program) {
+  return absl::StartsWith(program, kBytecodeMagic);
 }
 
 std::string MlirTensorType(const ArrayShape& shape) {

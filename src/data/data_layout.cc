@@ -10,8 +10,13 @@ namespace shardrt {
 absl::StatusOr<std::shared_ptr<const DataLayout>> DataLayout::Create(
     ArrayShape global, Sharding sharding, std::vector<const pjrt::Device*> devices) {
   if (devices.empty()) return absl::InvalidArgumentError("data needs at least one device");
-  if (sharding.IsManual()) {
-    return absl::InvalidArgumentError("data cannot have a manual sharding");
+  // Manual shardings (and manual subgroups) describe data inside a program's manual region;
+  // data on devices has none, and XLA aborts when asked to reshard into or out of one.
+  bool manual = sharding.IsManual();
+  for (SubgroupType t : sharding.subgroup_types()) manual |= (t == SubgroupType::kManual);
+  if (manual) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data cannot have a manual sharding or manual subgroups, got ", sharding.ToString()));
   }
   if (ElementSizeInBytes(global.type) == 0) {
     return absl::InvalidArgumentError("data needs a valid element type");

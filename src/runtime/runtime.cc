@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "shardrt/base/limits.h"
 #include "shardrt/base/status_macros.h"
 
 namespace shardrt {
@@ -27,6 +28,10 @@ absl::Status ValidateOptions(const RuntimeOptions& options) {
   if (options.devices < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("RuntimeOptions::devices must be >= 0, got ", options.devices));
+  }
+  if (options.devices > limits::kMaxCpuDevices) {
+    return absl::InvalidArgumentError(absl::StrCat("RuntimeOptions::devices is ", options.devices,
+                                                   "; the limit is ", limits::kMaxCpuDevices));
   }
   if (options.host_threads < 0) {
     return absl::InvalidArgumentError(

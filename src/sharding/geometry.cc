@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shardrt/base/limits.h"
 
 namespace shardrt {
 namespace {
@@ -108,6 +109,10 @@ absl::StatusOr<std::vector<DevicePlacement>> PlaceDevices(const Sharding& shardi
 
 absl::StatusOr<ShardGeometry> ShardGeometry::Create(Shape shape, const Sharding& sharding,
                                                     std::optional<int64_t> num_devices) {
+  if (static_cast<int64_t>(shape.size()) > limits::kMaxRank) {
+    return absl::InvalidArgumentError(absl::StrCat("the array has rank ", shape.size(),
+                                                   "; the limit is ", limits::kMaxRank));
+  }
   absl::StatusOr<int64_t> elements = NumElements(shape);
   if (!elements.ok()) return elements.status();
   if (sharding.IsTiled() && sharding.data_rank() != static_cast<int64_t>(shape.size())) {
@@ -119,6 +124,14 @@ absl::StatusOr<ShardGeometry> ShardGeometry::Create(Shape shape, const Sharding&
 
   ShardGeometry g;
   const int64_t rank = static_cast<int64_t>(shape.size());
+  // The tables below hold rank integers per tile and per device: bound them before allocating.
+  if (__int128{std::max<int64_t>(rank, 1)} * (layout->num_devices + layout->num_tiles()) >
+      limits::kMaxGeometryEntries) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank, " over ", layout->num_devices, " devices needs more than ",
+        limits::kMaxGeometryEntries, " index entries; the limit is rank x devices <= ",
+        limits::kMaxGeometryEntries / 2));
+  }
   Shape grid = layout->grid;
   if (grid.empty()) grid.assign(rank, 1);
   g.shape_ = std::move(shape);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "shardrt/base/limits.h"
 #include "absl/strings/str_join.h"
 
 namespace shardrt {
@@ -371,7 +372,14 @@ absl::StatusOr<Sharding> Parser::Parse() {
 
 }  // namespace
 
-absl::StatusOr<Sharding> ParseSharding(absl::string_view text) { return Parser(text).Parse(); }
+absl::StatusOr<Sharding> ParseSharding(absl::string_view text) {
+  if (static_cast<int64_t>(text.size()) > limits::kMaxShardingTextBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("sharding text has ", text.size(),
+                                                   " bytes; the limit is ",
+                                                   limits::kMaxShardingTextBytes));
+  }
+  return Parser(text).Parse();
+}
 
 std::string PrintSharding(const Sharding& sharding, DeviceListStyle style) {
   switch (sharding.kind()) {

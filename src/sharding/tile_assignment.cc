@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shardrt/base/limits.h"
 #include "absl/strings/str_join.h"
 
 namespace shardrt {
@@ -14,6 +15,12 @@ namespace {
 absl::StatusOr<int64_t> CheckTileDims(std::span<const int64_t> dims, absl::string_view what) {
   if (dims.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, " must not be empty"));
+  }
+  // Data dims plus at most two subgroup dims (manual, replicated).
+  if (static_cast<int64_t>(dims.size()) > limits::kMaxRank + 2) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", dims.size(),
+                                                   " entries; the limit is ",
+                                                   limits::kMaxRank + 2));
   }
   int64_t product = 1;
   for (size_t i = 0; i < dims.size(); ++i) {

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
 #include "shardrt/base/element_type.h"
 
 namespace shardrt {
@@ -22,5 +25,10 @@ struct ArrayShape {
 [[nodiscard]] std::string DimsToString(std::span<const int64_t> dims);
 // "f32[8,7]" (XLA's short form). Pure, thread-safe.
 [[nodiscard]] std::string ShapeToString(const ArrayShape& shape);
+
+// Parses ShapeToString's form, e.g. "f32[8,7]" or "s32[]". Error: InvalidArgument naming the
+// text for an unknown element type, a malformed or negative dimension, or a rank above
+// limits::kMaxRank. Pure, thread-safe.
+[[nodiscard]] absl::StatusOr<ArrayShape> ParseShape(absl::string_view text);
 
 }  // namespace shardrt

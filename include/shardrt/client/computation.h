@@ -20,10 +20,11 @@ namespace shardrt {
 class Computation {
  public:
   // Builds the compile-time caches of `executable`. `global_parameters` / `global_results` are
-  // the program's unpartitioned types (see program_signature.h); when empty they are derived
-  // from the per-device shapes and shardings (exact for even shardings).
-  // Errors: InvalidArgument / Internal when the program, the shardings XLA settled on and the
-  // per-device shapes do not agree (e.g. a sharding this runtime cannot place).
+  // the program's unpartitioned shapes; when empty they are taken from the per-device shapes,
+  // which is only exact when no dimension is split over several devices (else an error).
+  // Errors: InvalidArgument when the global shapes, the shardings XLA settled on and the
+  // per-device shapes do not agree, when a global shape cannot be derived exactly, or for a
+  // sharding this runtime cannot place.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<const Computation>> Create(
       std::string name, std::unique_ptr<pjrt::LoadedExecutable> executable,
       const std::vector<ArrayShape>& global_parameters,

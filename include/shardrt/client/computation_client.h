@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,12 +47,23 @@ struct ComputationClientOptions {
 };
 
 // What to compile.
+// The global (unpartitioned) shapes of a program's parameters and results.
+struct GlobalShapes {
+  std::vector<ArrayShape> parameters;
+  std::vector<ArrayShape> results;
+};
+
+// What to compile.
 struct CompileRequest {
   std::string name;     // for messages and metrics; defaults to "computation"
-  std::string program;  // StableHLO: MLIR text or bytecode
+  std::string program;  // StableHLO: MLIR text or bytecode (at most limits::kMaxFileBytes)
   // Partitions = devices; the assignment defaults to the first num_partitions addressable
   // devices in order.
   pjrt::CompileOptions options;
+  // The program's global shapes. Text programs state them in @main (given ones must agree).
+  // MLIR bytecode cannot be read for them, and per-device shapes do not say how uneven a split
+  // is: a bytecode program with a parameter or result split over several devices needs them.
+  std::optional<GlobalShapes> global_shapes;
 };
 
 // What ExecuteReplicated does with an argument whose sharding differs from the parameter's.

@@ -428,8 +428,27 @@ using namespace shardrt::testing;
 TEST(ExecuteReplicatedBytecodeTest, JaxBytecodeProgramRuns) {
   auto client = MakeClient();
   ASSERT_NE(client, nullptr);
-  ComputationPtr c = CompileTestProgram(*client, "scale_sum_jax.mlirbc", 8);
-  ASSERT_NE(c, nullptr);
+  // Bytecode does not state its global shapes, and x is split over 8 devices: without them
+  // the compile is refused (the split could be uneven), with them it runs.
+  CompileRequest request;
+  request.name = "scale_sum_jax";
+  request.program = ReadTestData("scale_sum_jax.mlirbc");
+  request.options.num_partitions = 8;
+  auto refused = client->Compile(request);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find(
+                "scale_sum_jax parameter 0: the program does not state its global shape (MLIR "
+                "bytecode), and the per-device shape f32[2,4] under sharding "
+                "{devices=[8,1]<=[8]} does not tell it exactly"),
+            absl::string_view::npos)
+      << refused.status();
+  request.global_shapes =
+      GlobalShapes{{{ElementType::kF32, {16, 4}}}, {{ElementType::kF32, {16, 4}},
+                                                    {ElementType::kF32, {4}}}};
+  auto compiled = client->Compile(request);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ComputationPtr c = *compiled;
   EXPECT_EQ(c->parameter_layout(0)->global.dims, (std::vector<int64_t>{16, 4}));
   EXPECT_EQ(c->output_layout(1)->global.dims, (std::vector<int64_t>{4}));
   std::vector<float> x = RandomFloats(64, 11);

@@ -51,13 +51,21 @@ TEST(ProgramSignatureTest, BytecodeOrNoMainGivesNothing) {
 
 TEST(ProgramSignatureTest, DynamicOrUnsupportedTypesAreErrorsNamingTheArgument) {
   auto dynamic = ParseProgramSignature("func.func @main(%a: tensor<?x4xf32>) -> tensor<f32>");
-  EXPECT_NE(dynamic.status().message().find("@main argument 0: dimension '?' is not static"),
+  EXPECT_NE(dynamic.status().message().find(
+                "@main argument 0 has a dynamic dimension ('?'); only static shapes are "
+                "supported: tensor<?x4xf32>"),
             absl::string_view::npos)
       << dynamic.status();
   auto complex = ParseProgramSignature(
       "func.func @main(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xcomplex<f32>>)");
-  EXPECT_NE(complex.status().message().find("@main result 1"), absl::string_view::npos)
+  EXPECT_NE(complex.status().message().find(
+                "@main result 1 has element type 'complex<f32>', which shardrt does not support"),
+            absl::string_view::npos)
       << complex.status();
+  auto scalar = ParseProgramSignature("func.func @main(%a: i32) -> tensor<f32>");
+  EXPECT_NE(scalar.status().message().find("@main argument 0 at line 1: expected a tensor type"),
+            absl::string_view::npos)
+      << scalar.status();
 }
 
 }  // namespace
@@ -143,6 +151,78 @@ TEST(ProgramTextTest, TheReshardProgramReadsBackAsItsOwnSignature) {
   EXPECT_EQ(info->signature->parameters, std::vector<ArrayShape>{shape});
   EXPECT_EQ(info->signature->results, std::vector<ArrayShape>{shape});
   EXPECT_NE(program.find("mhlo.sharding = \"{replicated}\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardrt
+
+namespace shardrt {
+namespace {
+
+const std::vector<ArrayShape> kUneven = {{ElementType::kF32, {10, 3}}};
+
+// @main is found as MLIR allows it to be written, and text that only looks like it is not.
+TEST(ProgramLexerTest, MainIsFoundWhereverMlirAllowsIt) {
+  const char* forms[] = {
+      // a space before the parenthesis, and an `@main(` in a comment before the real one
+      "// func.func @main(%y: tensor<12x3xf32>)\n"
+      "func.func public @main (%x: tensor<10x3xf32>) -> (tensor<3xf32>) { }",
+      // the quoted symbol form, no visibility, line breaks everywhere
+      "func.func\n  @\"main\"\n(\n%x\n:\ntensor<10x3xf32>\n)\n->\ntensor<3xf32>",
+      // `@main(` inside a string attribute of an earlier function
+      "func.func private @helper(%a: tensor<2xf32> {x.doc = \"@main(%z: tensor<12x3xf32>)\"})"
+      " -> tensor<2xf32>\nfunc.func @main(%x: tensor<10x3xf32> loc(\"x\")) -> tensor<3xf32>",
+  };
+  for (const char* text : forms) {
+    auto sig = ParseProgramSignature(text);
+    ASSERT_TRUE(sig.ok()) << sig.status() << "\n" << text;
+    ASSERT_TRUE(sig->has_value()) << text;
+    EXPECT_EQ((*sig)->parameters, kUneven) << text;
+    EXPECT_EQ((*sig)->results, (std::vector<ArrayShape>{{ElementType::kF32, {3}}})) << text;
+  }
+}
+
+// Shapes whose element count or byte size overflows int64 are refused before any compiler
+// sees them, in the signature and in the body (e.g. an iota).
+TEST(ProgramLexerTest, OverflowingTensorTypesAreErrors) {
+  auto param = InspectProgram(
+      "func.func @main(%x: tensor<4294967296x4294967296xf32>) -> tensor<f32>");
+  ASSERT_FALSE(param.ok());
+  EXPECT_NE(param.status().message().find("overflows int64"), absl::string_view::npos)
+      << param.status();
+  auto body = InspectProgram(R"(func.func @main(%x: tensor<f32>) -> tensor<f32> {
+    %0 = stablehlo.iota dim = 0 : tensor<4294967296x4294967296xf32>
+    return %x : tensor<f32>
+  })");
+  ASSERT_FALSE(body.ok());
+  EXPECT_NE(body.status().message().find("a tensor type at line 2"), absl::string_view::npos)
+      << body.status();
+  auto bytes = InspectProgram("func.func @main(%x: tensor<2305843009213693952xf64>) -> tensor<f32>");
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.status().message().find("has more bytes than fit in int64"),
+            absl::string_view::npos)
+      << bytes.status();
+  auto huge = InspectProgram("func.func @main(%x: tensor<1099511627776xf32>) -> tensor<f32>");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("is larger than the limit of"), absl::string_view::npos)
+      << huge.status();
+}
+
+// Long runs of digits or spaces cost linear time and no stack; unterminated brackets and
+// strings are clean errors.
+TEST(ProgramLexerTest, PathologicalTextIsLinearAndClean) {
+  const std::string spaces = "module @m attributes {mhlo.num_partitions" +
+                             std::string(1'000'000, ' ') + "= 4 : i32} {}";
+  auto info = InspectProgram(spaces);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->declared_partitions, 4);
+  const std::string deep = "func.func @main(%x: tensor<2xf32> {a = " + std::string(200'000, '[');
+  auto unclosed = InspectProgram(deep);
+  ASSERT_FALSE(unclosed.ok());
+  EXPECT_NE(unclosed.status().message().find("is never closed"), absl::string_view::npos)
+      << unclosed.status();
+  auto string = InspectProgram("func.func @main(%x: tensor<2xf32> {a = \"open");
+  EXPECT_FALSE(string.ok());
 }
 
 }  // namespace
