@@ -1,5 +1,8 @@
 #include "shardrt/data/data.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 
 namespace shardrt {
@@ -105,6 +108,20 @@ absl::Status Data::Await() const {
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return state() != State::kPending; });
+  }
+  return Usable();
+}
+
+absl::Status Data::Await(absl::Duration timeout) const {
+  if (state() != State::kPending) return Usable();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto wait = std::chrono::nanoseconds(absl::ToInt64Nanoseconds(
+        std::max(timeout, absl::ZeroDuration())));
+    if (!cv_.wait_for(lock, wait, [this] { return state() != State::kPending; })) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "data ", layout_->ToString(), " still pending after ", absl::FormatDuration(timeout)));
+    }
   }
   return Usable();
 }

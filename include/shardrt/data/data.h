@@ -18,6 +18,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "shardrt/data/data_layout.h"
 #include "shardrt/pjrt/buffer.h"
 #include "shardrt/pjrt/client.h"
@@ -81,6 +82,9 @@ class Data {
   void Fail(absl::Status error);
   // Blocks until the data is not pending; returns Usable().
   [[nodiscard]] absl::Status Await() const;
+  // As Await, but waits at most `timeout`: DeadlineExceeded naming the data if it is still
+  // pending then (it stays pending; waiting again is fine).
+  [[nodiscard]] absl::Status Await(absl::Duration timeout) const;
   // Calls `done(Usable())` once the data is not pending: at once if it is already, else from
   // the thread that assigns or fails it. `done` must be quick.
   void OnReady(absl::AnyInvocable<void(absl::Status) &&> done);

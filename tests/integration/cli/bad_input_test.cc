@@ -1,6 +1,7 @@
 // Bad and unusual input through the CLI binary: each gets a clean error (exit 1, one line on
 // stderr naming what, where, expected and got) or the right answer, never a crash. The cases
 // are those of docs/errors.md.
+#include <chrono>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -185,6 +186,31 @@ TEST_F(BadInputTest, MinorCases) {
   for (int i = 0; i < 5000; ++i) shape += ",1";
   ExpectCleanError("shard-info --shape " + shape + " --sharding '{replicated}' --devices 2",
                    "more than 64 dimensions");
+}
+
+
+TEST_F(BadInputTest, AProgramThatNeverFinishesEndsAtTheTimeout) {
+  WriteText(dir_ + "/loop.mlir", R"(
+module @loop attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%x: tensor<f32>) -> tensor<f32> {
+    %r = stablehlo.while(%i = %x) : tensor<f32>
+      cond {
+        %t = stablehlo.compare EQ, %i, %i : (tensor<f32>, tensor<f32>) -> tensor<i1>
+        stablehlo.return %t : tensor<i1>
+      } do {
+        %one = stablehlo.constant dense<1.0> : tensor<f32>
+        %n = stablehlo.add %i, %one : tensor<f32>
+        stablehlo.return %n : tensor<f32>
+      }
+    return %r : tensor<f32>
+  }
+})");
+  const auto start = std::chrono::steady_clock::now();
+  ExpectCleanError("run " + dir_ + "/loop.mlir --devices 1 --arg " + dir_ +
+                       "/scalar.npy --timeout 2",
+                   "shardrt run: timed out after 2 s (--timeout); stopped");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  ExpectCleanError("run " + kUneven + " --timeout=0", "flag --timeout: expected a whole number");
 }
 
 }  // namespace
