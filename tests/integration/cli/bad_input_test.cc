@@ -213,5 +213,33 @@ module @loop attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : 
   ExpectCleanError("run " + kUneven + " --timeout=0", "flag --timeout: expected a whole number");
 }
 
+
+// The CLI's uploads and downloads keep every row where it belongs: a position-dependent
+// program, with the program's sharding and with an argument sharding resharded on device.
+TEST_F(BadInputTest, PositionDependentResultsThroughTheCli) {
+  ASSERT_TRUE(WriteNpy(dir_ + "/x18x4.npy", F32({18, 4})).ok());
+  const std::string program = std::string(SHARDRT_TESTDATA_DIR) + "/position_weighted.mlir";
+  for (const std::string sharding : {"", "@{devices=[2,4]<=[8]}"}) {
+    SCOPED_TRACE(sharding);
+    const std::string out = dir_ + "/pos_out" + std::to_string(sharding.size());
+    CliResult r = RunCliCaptured("run " + program + " --devices 8 --arg '" + dir_ +
+                                 "/x18x4.npy" + sharding + "' --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto y = ReadNpy(out + "/output_0.npy");
+    auto s = ReadNpy(out + "/output_1.npy");
+    ASSERT_TRUE(y.ok() && s.ok());
+    const float* yv = reinterpret_cast<const float*>(y->data.data());
+    const float* sv = reinterpret_cast<const float*>(s->data.data());
+    for (int i = 0; i < 72; ++i) {
+      EXPECT_FLOAT_EQ(yv[i], (0.5f * static_cast<float>(i) - 2.0f) * static_cast<float>(i / 4 + 1));
+    }
+    for (int c = 0; c < 4; ++c) {
+      double e = 0;
+      for (int r = 0; r < 18; ++r) e += (0.5 * (4 * r + c) - 2.0) * (r + 1);
+      EXPECT_NEAR(sv[c], e, 1e-3);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardrt::cli

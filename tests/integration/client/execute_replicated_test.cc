@@ -126,6 +126,37 @@ TEST_F(ExecuteReplicatedTest, ReshardRoundTripsAndReplicate) {
   EXPECT_EQ(GlobalMetrics().CounterValue(kCachedCompile), cached + 1);
 }
 
+// Results that depend on which rows each device holds: a shard uploaded to, or read back from,
+// the wrong device is weighted by the wrong rows. Run with the program's sharding, with two
+// other argument shardings resharded on device, and with the outputs downloaded as is.
+TEST_F(ExecuteReplicatedTest, PositionDependentResultsSeeWhereEveryShardSits) {
+  ComputationPtr c = CompileTestProgram(*client_, "position_weighted.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  std::vector<float> x = RandomFloats(18 * 4, 21);
+  for (const char* sharding : {"{devices=[8,1]<=[8]}", "{devices=[2,4]<=[8]}",
+                               "{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}"}) {
+    SCOPED_TRACE(sharding);
+    DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {18, 4}, x), MustParse(sharding));
+    ExecuteReplicatedOptions options;
+    options.resharding = ArgumentResharding::kReshardCopy;
+    auto out = client_->ExecuteReplicated(*c, {dx}, options);
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<float> y = Values<float>(Download(*client_, (*out)[0]));
+    std::vector<float> s = Values<float>(Download(*client_, (*out)[1]));
+    ASSERT_EQ(y.size(), 72u);
+    for (int r = 0; r < 18; ++r) {
+      for (int col = 0; col < 4; ++col) {
+        EXPECT_FLOAT_EQ(y[r * 4 + col], x[r * 4 + col] * static_cast<float>(r + 1));
+      }
+    }
+    for (int col = 0; col < 4; ++col) {
+      double e = 0;
+      for (int r = 0; r < 18; ++r) e += double{x[r * 4 + col]} * (r + 1);
+      EXPECT_NEAR(s[col], e, 1e-3);
+    }
+  }
+}
+
 // Compile reads the program text itself: a Shardy program compiles with the Shardy partitioner
 // without being asked (and runs right), and a declared partition count that differs from the
 // options is an error before the compiler sees the program.
@@ -172,13 +203,18 @@ TEST_F(ExecuteReplicatedTest, PlaceholdersAreFilledByAssign) {
   std::vector<float> x = RandomFloats(64, 6);
   DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x),
                       MustParse("{devices=[8,1]<=[8]}"));
+  // The filler thread never asserts (a failed ASSERT there would leave this thread waiting):
+  // it fails the placeholder instead, and the wait is bounded.
+  absl::Status filled;
   std::thread filler([&] {
     auto out = client_->ExecuteReplicated(*c, {dx});
-    ASSERT_TRUE(out.ok()) << out.status();
-    ASSERT_TRUE(placeholder->Assign(*(*out)[0]).ok());
+    filled = out.ok() ? placeholder->Assign(*(*out)[0]) : out.status();
+    if (!filled.ok()) placeholder->Fail(filled);
   });
-  ASSERT_TRUE(placeholder->Await().ok());
+  const absl::Status awaited = placeholder->Await(absl::Seconds(120));
   filler.join();
+  ASSERT_TRUE(filled.ok()) << filled;
+  ASSERT_TRUE(awaited.ok()) << awaited;
   std::vector<float> y = Values<float>(Download(*client_, placeholder));
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], x[i] + 1);
   // A second Assign, or one with another layout, is an error.

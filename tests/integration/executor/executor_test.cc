@@ -114,6 +114,38 @@ TEST_F(ExecutorTest, ChainOf1000DependentStepsGivesTheHostResult) {
   EXPECT_EQ(s.device_pending, 0);
 }
 
+// A chain whose every step depends on where each row sits (y = x * (row + 1)): after 3 steps
+// y = x * (row + 1)^3, which a shard on the wrong device would change.
+TEST_F(ExecutorTest, PositionDependentChainGivesTheHostResult) {
+  ComputationPtr weighted = CompileOn(*client_, "position_weighted.mlir", {0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_NE(weighted, nullptr);
+  std::vector<float> x(18 * 4);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+  DataPtr value = UploadFor(*client_, *weighted, 0, MakeArray(ElementType::kF32, {18, 4}, x));
+  Executor executor(client_.get());
+  DataPtr sums;
+  for (int step = 0; step < 3; ++step) {
+    auto out = executor.Schedule(weighted, {value});
+    ASSERT_TRUE(out.ok()) << out.status();
+    value = (*out)[0];
+    sums = (*out)[1];
+  }
+  ASSERT_TRUE(executor.WaitForAll().ok());
+  std::vector<float> y = Values<float>(Download(*client_, value));
+  std::vector<float> s = Values<float>(Download(*client_, sums));
+  for (int r = 0; r < 18; ++r) {
+    const double w = static_cast<double>(r + 1);
+    for (int c = 0; c < 4; ++c) {
+      EXPECT_NEAR(y[r * 4 + c], x[r * 4 + c] * w * w * w, 1e-3 * w * w * w);
+    }
+  }
+  for (int c = 0; c < 4; ++c) {  // the last step's sums: of x * (row + 1)^3
+    double e = 0;
+    for (int r = 0; r < 18; ++r) e += double{x[r * 4 + c]} * (r + 1) * (r + 1) * (r + 1);
+    EXPECT_NEAR(s[c], e, 1e-2);
+  }
+}
+
 TEST_F(ExecutorTest, DonatingChainOf1000Steps) {
   ComputationPtr donate = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
   ASSERT_NE(donate, nullptr);

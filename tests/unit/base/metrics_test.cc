@@ -263,7 +263,11 @@ TEST(MetricsRegistryTest, ConcurrentSamplesAndCounters) {
 }
 
 TEST(GlobalMetricsTest, IsOneObject) {
-  EXPECT_EQ(&GlobalMetrics(), &GlobalMetrics());
+  // The registry another thread reaches is this thread's.
+  const MetricsRegistry* here = &GlobalMetrics();
+  const MetricsRegistry* there = nullptr;
+  std::thread([&] { there = &GlobalMetrics(); }).join();
+  EXPECT_EQ(there, here);
   Counter* counter = GlobalMetrics().GetCounter(kExecutableIntrospection);
   const int64_t before = counter->Value();
   counter->Add();

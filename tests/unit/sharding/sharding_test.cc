@@ -45,7 +45,8 @@ TEST(ShardingTest, TiledAccessors) {
 // Anchor C11: equality of tile assignments and against replicated.
 TEST(ShardingTest, EqualityIsSamePlacement) {
   Sharding a = Parse("{devices=[2,4]0,1,2,3,4,5,6,7}");
-  EXPECT_EQ(a, a);
+  EXPECT_EQ(a, Parse("{devices=[2,4] 0,1,2,3,4,5,6,7}"));  // parsed apart, spaced differently
+  EXPECT_NE(a, Parse("{devices=[2,4]1,0,2,3,4,5,6,7}"));  // two devices swapped
   EXPECT_NE(a, Parse("{devices=[4,2]0,1,2,3,4,5,6,7}"));
   EXPECT_NE(a, Sharding::Replicated());
   EXPECT_EQ(Sharding::Replicated(), Parse("{replicated}"));
