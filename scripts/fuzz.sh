@@ -1,20 +1,32 @@
 #!/usr/bin/env bash
 # Builds a fuzzer (clang, libFuzzer + AddressSanitizer) in build-fuzz/ and runs it for a bounded
-# time, starting from its seeds in fuzz/ (left unchanged; new inputs go to build-fuzz/corpus-*/,
-# crash reproducers to build-fuzz/artifacts/).
+# time. The targets are the files fuzz/*_fuzz.cc; target NAME_fuzz starts from its seeds in
+# fuzz/corpus-NAME/ and uses the dictionary fuzz/NAME.dict, each when present (both left
+# unchanged; new inputs go to build-fuzz/corpus-NAME/, crash reproducers to build-fuzz/artifacts/).
 #   usage: scripts/fuzz.sh [SECONDS] [TARGET]
 #     SECONDS  default 60
-#     TARGET   sharding_text_fuzz (default; seeds fuzz/corpus/) or sharding_proto_fuzz
+#     TARGET   default sharding_text_fuzz; `scripts/fuzz.sh --list` prints them all
 # Exits 0 when the time runs out without a finding; non-zero if the build fails or the fuzzer
 # finds a crash, a sanitizer report, a leak or a timeout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+targets=()
+shopt -s nullglob
+for source in fuzz/*_fuzz.cc; do targets+=("$(basename "$source" .cc)"); done
+shopt -u nullglob
+if [ "${1:-}" = --list ]; then
+  printf '%s\n' "${targets[@]}"
+  exit 0
+fi
+
 seconds="${1:-60}"
 target="${2:-sharding_text_fuzz}"
-if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ] ||
-   [[ "$target" != sharding_text_fuzz && "$target" != sharding_proto_fuzz ]]; then
-  echo "usage: scripts/fuzz.sh [SECONDS] [sharding_text_fuzz|sharding_proto_fuzz]" >&2
+known=0
+for t in "${targets[@]}"; do [ "$t" = "$target" ] && known=1; done
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ] || [ "$known" -ne 1 ]; then
+  echo "usage: scripts/fuzz.sh [SECONDS] [TARGET] (SECONDS >= 1; TARGET one of:" \
+       "${targets[*]})" >&2
   exit 2
 fi
 
@@ -26,9 +38,13 @@ if [ ! -f build-fuzz/CMakeCache.txt ]; then
 fi
 cmake --build build-fuzz --target "$target"
 
-corpus="build-fuzz/corpus-${target%_fuzz}"
+name="${target%_fuzz}"
+corpus="build-fuzz/corpus-$name"
 mkdir -p "$corpus" build-fuzz/artifacts
 args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=1024
-      -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 "$corpus")
-if [ "$target" = sharding_text_fuzz ]; then args+=(-dict=fuzz/sharding.dict fuzz/corpus); fi
+      -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1)
+if [ -f "fuzz/$name.dict" ]; then args+=(-dict="fuzz/$name.dict"); fi
+args+=("$corpus")
+if [ -d "fuzz/corpus-$name" ]; then args+=("fuzz/corpus-$name"); fi
+echo "fuzz.sh: $target for ${seconds} s" >&2
 "build-fuzz/fuzz/$target" "${args[@]}"

@@ -2,14 +2,28 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardrt::cli {
 namespace {
+
+// Whether `v` holds `s`.
 bool Contains(const std::vector<std::string>& v, absl::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
+
+// Argument text as an error message shows it: C-escaped (so a message stays one line; UTF-8
+// passes through) and cut after 64 bytes, at a character boundary, with "..." when cut.
+std::string Shown(absl::string_view text) {
+  constexpr size_t kMax = 64;
+  if (text.size() <= kMax) return absl::Utf8SafeCHexEscape(text);
+  size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(absl::Utf8SafeCHexEscape(text.substr(0, cut)), "...");
+}
+
 }  // namespace
 
 absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args, const FlagSpec& spec) {
@@ -28,17 +42,19 @@ absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args, const F
     }
     if (Contains(spec.boolean, name)) {
       if (value.has_value()) {
-        return absl::InvalidArgumentError(absl::StrCat("flag --", name, " takes no value"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --", Shown(name), " takes no value"));
       }
       flags.present_.insert(name);
       continue;
     }
     if (!Contains(spec.with_value, name)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", Shown(name)));
     }
     if (!value.has_value()) {
       if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --", Shown(name), " needs a value"));
       }
       value = args[++i];
     }
@@ -67,8 +83,9 @@ absl::StatusOr<int64_t> Flags::GetInt(absl::string_view name, int64_t fallback, 
   if (!text.has_value()) return fallback;
   int64_t value = 0;
   if (!absl::SimpleAtoi(*text, &value) || value < min || value > max) {
-    return absl::InvalidArgumentError(absl::StrCat("flag --", name, ": expected an integer in [",
-                                                   min, ", ", max, "], got '", *text, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("flag --", Shown(name),
+                                                   ": expected an integer in [", min, ", ", max,
+                                                   "], got '", Shown(*text), "'"));
   }
   return value;
 }

@@ -1,5 +1,10 @@
 #include "cli/npy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -9,9 +14,10 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "shardrt/base/limits.h"
 #include "shardrt/base/status_macros.h"
 
 namespace shardrt::cli {
@@ -24,6 +30,7 @@ constexpr absl::string_view kMagic("\x93NUMPY", 6);
 constexpr size_t kAlignment = 64;  // NumPy pads the header so the data starts aligned
 constexpr size_t kMaxV1HeaderLength = 0xFFFF;
 
+// An InvalidArgument status with `message`.
 absl::Status Invalid(absl::string_view message) {
   return absl::InvalidArgumentError(message);
 }
@@ -51,6 +58,7 @@ constexpr Dtype kDtypes[] = {
     {'f', 2, ElementType::kF16},  {'f', 4, ElementType::kF32}, {'f', 8, ElementType::kF64},
 };
 
+// The error for bf16, on read and on write.
 absl::Status Bf16NotSupported() {
   return Invalid(
       "bf16 .npy files are not supported: NumPy has no standard bfloat16 dtype; store the "
@@ -99,6 +107,7 @@ absl::StatusOr<ElementType> ParseDescr(absl::string_view descr) {
   return found->type;
 }
 
+// kF32 -> '<f4', as NumPy writes it. Error (InvalidArgument): bf16 or a type .npy lacks.
 absl::StatusOr<std::string> DescrOf(ElementType type) {
   if (type == ElementType::kBF16) return Bf16NotSupported();
   for (const Dtype& dtype : kDtypes) {
@@ -109,7 +118,8 @@ absl::StatusOr<std::string> DescrOf(ElementType type) {
   return Invalid(absl::StrCat("cannot write element type ", ElementTypeName(type), " to .npy"));
 }
 
-// product(shape), or an error on a negative dimension or int64 overflow.
+// product(shape), or an error on a negative dimension or int64 overflow (SerializeNpy's check;
+// ParseNpy holds shapes to ArrayBytes instead).
 absl::StatusOr<int64_t> NumElements(const std::vector<int64_t>& shape) {
   int64_t count = 1;
   for (const int64_t dim : shape) {
@@ -135,8 +145,11 @@ struct Header {
 // A cursor over the header text; every read is bounds-checked.
 class HeaderParser {
  public:
+  // `text` must outlive the parser.
   explicit HeaderParser(absl::string_view text) : text_(text) {}
 
+  // Parses the whole dict. Errors (InvalidArgument): "malformed header: ..." with the offset, a
+  // missing key, a structured dtype, or a rank above limits::kMaxRank.
   absl::StatusOr<Header> Parse() {
     Header header;
     bool has_descr = false, has_order = false, has_shape = false;
@@ -185,18 +198,22 @@ class HeaderParser {
   }
 
  private:
+  // The next character, or '\0' at the end.
   char Peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  // Steps over `c` if it comes next; says whether it did.
   bool Consume(char c) {
     if (Peek() != c || pos_ >= text_.size()) return false;
     ++pos_;
     return true;
   }
+  // Steps over spaces, tabs and line ends.
   void SkipSpace() {
     while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
                                    text_[pos_] == '\n' || text_[pos_] == '\r')) {
       ++pos_;
     }
   }
+  // A "malformed header" error at the current offset.
   absl::Status Error(absl::string_view what) const {
     return Invalid(absl::StrCat("malformed header: ", what, " at offset ", pos_, " in ",
                                 Quote(text_)));
@@ -218,6 +235,7 @@ class HeaderParser {
     return value;
   }
 
+  // Python's True or False.
   absl::StatusOr<bool> ParseBool() {
     if (absl::StartsWith(text_.substr(pos_), "True")) {
       pos_ += 4;
@@ -247,21 +265,27 @@ class HeaderParser {
     return value;
   }
 
-  // (), (3,), (2, 3) and (2, 3,)
+  // (), (3,), (2, 3) and (2, 3,). Keeps at most limits::kMaxRank dimensions but counts them
+  // all, so that the error names the rank the header declares.
   absl::StatusOr<std::vector<int64_t>> ParseShape() {
     if (!Consume('(')) return Error("expected '(' to open the shape");
     std::vector<int64_t> shape;
     SkipSpace();
     if (Consume(')')) return shape;
+    int64_t rank = 0;
     while (true) {
       SkipSpace();
       SHARDRT_ASSIGN_OR_RETURN(int64_t dim, ParseDim());
-      shape.push_back(dim);
+      if (++rank <= limits::kMaxRank) shape.push_back(dim);
       SkipSpace();
       if (Consume(')')) break;
       if (!Consume(',')) return Error("expected ',' or ')' in the shape");
       SkipSpace();
       if (Consume(')')) break;
+    }
+    if (rank > limits::kMaxRank) {
+      return Invalid(absl::StrCat("shape has rank ", rank, ", more than limits::kMaxRank (",
+                                  limits::kMaxRank, ")"));
     }
     return shape;
   }
@@ -270,6 +294,8 @@ class HeaderParser {
   size_t pos_ = 0;
 };
 
+// The unsigned little-endian integer of `width` (at most 4) bytes at `offset`; the caller
+// checks the bounds.
 uint32_t ReadLittleEndian(absl::string_view bytes, size_t offset, size_t width) {
   uint32_t value = 0;
   for (size_t i = 0; i < width; ++i) {
@@ -278,7 +304,8 @@ uint32_t ReadLittleEndian(absl::string_view bytes, size_t offset, size_t width) 
   return value;
 }
 
-// Fortran (column-major) element order to row-major.
+// Fortran (column-major) element order to row-major: `in` holds `count` elements of
+// `element_size` bytes, `count` being product(shape). Returns a new row-major copy.
 std::vector<uint8_t> FortranToRowMajor(const uint8_t* in, const std::vector<int64_t>& shape,
                                        int64_t count, size_t element_size) {
   std::vector<uint8_t> out(static_cast<size_t>(count) * element_size);
@@ -304,14 +331,17 @@ std::vector<uint8_t> FortranToRowMajor(const uint8_t* in, const std::vector<int6
   return out;
 }
 
+// (2, 3), (5,) or (), as Python prints a tuple.
 std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("(", absl::StrJoin(shape, ", "), shape.size() == 1 ? ",)" : ")");
 }
 
+// `status` with "path: " in front of its message.
 absl::Status WithPath(const absl::Status& status, const std::string& path) {
   return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
 }
 
+// "path: what: reason" for the errno value `error`, with the status code it suggests.
 absl::Status IoError(const std::string& path, absl::string_view what, int error) {
   const std::string message = absl::StrCat(path, ": ", what, ": ", std::strerror(error));
   switch (error) {
@@ -320,6 +350,137 @@ absl::Status IoError(const std::string& path, absl::string_view what, int error)
     case EPERM: return absl::PermissionDeniedError(message);
     default: return absl::UnavailableError(message);
   }
+}
+
+// Bytes of the element data of `type` and `shape` (no dimension negative), held to
+// limits::kMaxArrayBytes by NumPy's rule: the element size times the product of the nonzero
+// dimensions must stay within it, so that no product of dimensions overflows, in any order and
+// whether or not a dimension is zero.
+// Error (InvalidArgument): "s32 (...) takes more than limits::kMaxArrayBytes (N) bytes".
+absl::StatusOr<int64_t> ArrayBytes(ElementType type, const std::vector<int64_t>& shape) {
+  const bool has_zero = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  int64_t bytes = ElementSizeInBytes(type);
+  for (const int64_t dim : shape) {
+    if (dim == 0) continue;
+    if (bytes > limits::kMaxArrayBytes / dim) {
+      return Invalid(absl::StrCat(
+          ElementTypeName(type), " ", ShapeText(shape), " takes more than limits::kMaxArrayBytes (",
+          limits::kMaxArrayBytes, ") bytes",
+          has_zero ? " (counting its nonzero dimensions, as NumPy does)" : ""));
+    }
+    bytes *= dim;
+  }
+  return has_zero ? 0 : bytes;
+}
+
+// OK when each of the `count` one-byte bool elements at `data` is 0 or 1. `data` is in file
+// order: Fortran order when `fortran`, then the error names the row-major index all the same.
+// Error (InvalidArgument): "bool element I (row-major index) is B, expected 0 or 1" for the
+// first other byte.
+absl::Status CheckBools(const uint8_t* data, int64_t count, const std::vector<int64_t>& shape,
+                        bool fortran) {
+  const uint8_t* bad = std::find_if(data, data + count, [](uint8_t b) { return b > 1; });
+  if (bad == data + count) return absl::OkStatus();
+  int64_t index = bad - data;
+  if (fortran && shape.size() > 1) {
+    // Unravel the column-major index (first dimension fastest), ravel it row-major. Every
+    // dimension is positive here, since the array holds an element.
+    std::vector<int64_t> position(shape.size());
+    int64_t rest = index;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      position[d] = rest % shape[d];
+      rest /= shape[d];
+    }
+    index = 0;
+    for (size_t d = 0; d < shape.size(); ++d) index = index * shape[d] + position[d];
+  }
+  return Invalid(absl::StrCat("bool element ", index, " (row-major index) is ",
+                              static_cast<int>(*bad), ", expected 0 or 1"));
+}
+
+// What a file that is not a regular one is, for the error ("a directory", "a FIFO", ...).
+absl::string_view FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a special file";
+}
+
+// The error for a path that is not a regular file.
+absl::Status NotRegularFile(const std::string& path, mode_t mode) {
+  return Invalid(absl::StrCat(path, ": expected a regular file, got ", FileKind(mode)));
+}
+
+// Closes a file descriptor when it goes out of scope. Owns the descriptor.
+class FileCloser {
+ public:
+  explicit FileCloser(int fd) : fd_(fd) {}
+  FileCloser(const FileCloser&) = delete;
+  FileCloser& operator=(const FileCloser&) = delete;
+  ~FileCloser() { ::close(fd_); }
+
+ private:
+  int fd_;
+};
+
+// read(2), retried on EINTR: the byte count, 0 at the end of the file, -1 with errno set.
+ssize_t ReadRetrying(int fd, char* buffer, size_t size) {
+  ssize_t n;
+  do {
+    n = ::read(fd, buffer, size);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
+// The whole content of the regular file at `path`. The path is checked with stat before it is
+// opened (a FIFO or a device is never opened, so never blocks) and the open file again with
+// fstat (the path may have been replaced meanwhile; it is opened non-blocking for that case).
+// The size is held to limits::kMaxFileBytes before anything is allocated, then exactly that
+// many bytes are read, and one more read must find the end of the file.
+// Errors: see ReadNpy; each message starts with the path.
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return IoError(path, "cannot open", errno);
+  if (!S_ISREG(info.st_mode)) return NotRegularFile(path, info.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return IoError(path, "cannot open", errno);
+  FileCloser closer(fd);
+  if (::fstat(fd, &info) != 0) return IoError(path, "cannot stat", errno);
+  if (!S_ISREG(info.st_mode)) return NotRegularFile(path, info.st_mode);
+  const int status_flags = ::fcntl(fd, F_GETFL);
+  if (status_flags < 0 || ::fcntl(fd, F_SETFL, status_flags & ~O_NONBLOCK) != 0) {
+    return IoError(path, "cannot set blocking mode", errno);
+  }
+  if (info.st_size < 0 || info.st_size > limits::kMaxFileBytes) {
+    return Invalid(absl::StrCat(path, ": file of ", info.st_size,
+                                " bytes exceeds limits::kMaxFileBytes (", limits::kMaxFileBytes,
+                                ")"));
+  }
+  const size_t size = static_cast<size_t>(info.st_size);
+  std::string bytes(size, '\0');
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ReadRetrying(fd, bytes.data() + done, size - done);
+    if (n < 0) return IoError(path, "read failed", errno);
+    if (n == 0) {
+      return absl::UnavailableError(
+          absl::StrCat(path, ": expected ", size, " bytes (the file's size), got ", done,
+                       " before its end: it changed while being read"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  char extra;
+  const ssize_t n = ReadRetrying(fd, &extra, 1);
+  if (n < 0) return IoError(path, "read failed", errno);
+  if (n > 0) {
+    return absl::UnavailableError(absl::StrCat(
+        path, ": expected ", size, " bytes (the file's size), got more: it changed while being "
+        "read, or does not report its size"));
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -352,20 +513,21 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes) {
   NpyArray array;
   SHARDRT_ASSIGN_OR_RETURN(array.type, ParseDescr(header.descr));
   array.shape = std::move(header.shape);
-  SHARDRT_ASSIGN_OR_RETURN(const int64_t count, NumElements(array.shape));
+  // Every check below comes before the data is copied, so nothing is allocated for an array
+  // that is refused.
+  SHARDRT_ASSIGN_OR_RETURN(const int64_t data_bytes, ArrayBytes(array.type, array.shape));
   const size_t element_size = static_cast<size_t>(ElementSizeInBytes(array.type));
+  const int64_t count = data_bytes / static_cast<int64_t>(element_size);
   const size_t available = bytes.size() - header_start - header_length;
-  if (static_cast<uint64_t>(count) > available / element_size ||
-      static_cast<size_t>(count) * element_size != available) {
-    const std::string expected =
-        static_cast<uint64_t>(count) > std::numeric_limits<size_t>::max() / element_size
-            ? absl::StrCat(count, " elements of ", element_size)
-            : absl::StrCat(static_cast<size_t>(count) * element_size);
-    return Invalid(absl::StrCat("expected ", expected, " bytes of data for ",
+  if (static_cast<uint64_t>(data_bytes) != available) {
+    return Invalid(absl::StrCat("expected ", data_bytes, " bytes of data for ",
                                 ElementTypeName(array.type), " ", ShapeText(array.shape),
                                 ", got ", available));
   }
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data() + header_start + header_length);
+  if (array.type == ElementType::kPred) {
+    SHARDRT_RETURN_IF_ERROR(CheckBools(data, count, array.shape, header.fortran_order));
+  }
   if (header.fortran_order && array.shape.size() > 1) {
     array.data = FortranToRowMajor(data, array.shape, count, element_size);
   } else {
@@ -412,16 +574,7 @@ absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
 }
 
 absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return IoError(path, "cannot open", errno);
-  std::string bytes;
-  char buffer[1 << 16];
-  size_t read = 0;
-  while ((read = std::fread(buffer, 1, sizeof(buffer), file)) > 0) bytes.append(buffer, read);
-  const bool failed = std::ferror(file) != 0;
-  const int error = errno;
-  std::fclose(file);
-  if (failed) return IoError(path, "read failed", error);
+  SHARDRT_ASSIGN_OR_RETURN(const std::string bytes, ReadRegularFile(path));
   absl::StatusOr<NpyArray> array = ParseNpy(bytes);
   if (!array.ok()) return WithPath(array.status(), path);
   return array;

@@ -115,6 +115,8 @@ TEST_F(BadInputTest, ProgramFilesAreRegularAndBounded) {  // D5
                    "'/dev/zero' is not a regular file; expected a program file");
   ExpectCleanError("run " + dir_ + " --devices 1",
                    "'" + dir_ + "' is a directory; expected a program file");
+  ExpectCleanError("run " + kUneven + " --devices 4 --arg /dev/zero",
+                   "/dev/zero: expected a regular file, got a character device");
   WriteText(dir_ + "/empty.mlir", "");
   ExpectCleanError("run " + dir_ + "/empty.mlir --devices 1", "is empty; expected a program");
 }

@@ -1,5 +1,9 @@
 #include "cli/npy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -39,6 +43,14 @@ std::vector<uint8_t> ToVector(const std::string& bytes) {
   return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
+// Writes `bytes` to `path`, replacing any file there.
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr) << path;
+  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), file), bytes.size());
+  ASSERT_EQ(std::fclose(file), 0);
+}
+
 // What np.save writes for np.arange(6, dtype=np.int32).reshape(2, 3), byte for byte: version
 // 1.0, a 118-byte header padded with spaces so the data starts at offset 128.
 std::string NumpyArange6Fixture() {
@@ -47,6 +59,19 @@ std::string NumpyArange6Fixture() {
   std::string file = std::string("\x93NUMPY\x01\x00\x76\x00", 10) + header;
   EXPECT_EQ(file.size(), 128u);
   return file + Int32Bytes({0, 1, 2, 3, 4, 5});
+}
+
+// The message of the error ParseNpy gives for `bytes`, or "OK".
+std::string ParseError(const std::string& bytes) {
+  absl::StatusOr<NpyArray> array = ParseNpy(bytes);
+  if (array.ok()) return "OK";
+  EXPECT_EQ(array.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(array.status().message());
+}
+
+std::string WithDescr(const std::string& descr, const std::string& data = std::string(4, '\0')) {
+  return RawNpy(1, "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (1,), }\n",
+                data);
 }
 
 TEST(NpyTest, ParsesNumpyFixture) {
@@ -121,6 +146,8 @@ TEST(NpyTest, WritesDescrsAsNumpyDoes) {
   }
 }
 
+// A rank far above what the reader takes still writes, with the 4-byte header length of
+// version 2.0; the reader refuses the file by its rank.
 TEST(NpyTest, LargeHeaderUsesVersion2) {
   NpyArray array{ElementType::kU8, std::vector<int64_t>(30000, 1), {7}};
   absl::StatusOr<std::string> bytes = SerializeNpy(array);
@@ -128,9 +155,35 @@ TEST(NpyTest, LargeHeaderUsesVersion2) {
   EXPECT_EQ((*bytes)[6], 2);
   EXPECT_EQ((bytes->size() - 1) % 64, 0u);
   absl::StatusOr<NpyArray> back = ParseNpy(*bytes);
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->shape.size(), 30000u);
-  EXPECT_THAT(back->data, ElementsAre(7));
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(back.status().message(), "shape has rank 30000, more than limits::kMaxRank (64)");
+}
+
+// A version 2.0 header over 64 KiB (here, padding) reads.
+TEST(NpyTest, ReadsHeaderOver64KiB) {
+  const std::string header = "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }" +
+                             std::string(70000, ' ') + "\n";
+  absl::StatusOr<NpyArray> array = ParseNpy(RawNpy(2, header, "\5\6"));
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_THAT(array->shape, ElementsAre(2));
+  EXPECT_THAT(array->data, ElementsAre(5, 6));
+}
+
+// A header of `rank` dimensions of 1 and one u8 element.
+std::string OnesOfRank(int rank) {
+  std::string shape = "(";
+  for (int i = 0; i < rank; ++i) shape += "1, ";
+  return RawNpy(1, "{'descr': '|u1', 'fortran_order': True, 'shape': " + shape + "), }\n",
+                "\1");
+}
+
+TEST(NpyTest, HoldsTheRankToTheLimit) {
+  absl::StatusOr<NpyArray> array = ParseNpy(OnesOfRank(64));
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_EQ(array->shape, std::vector<int64_t>(64, 1));
+  EXPECT_THAT(array->data, ElementsAre(1));
+  EXPECT_EQ(ParseError(OnesOfRank(65)), "shape has rank 65, more than limits::kMaxRank (64)");
 }
 
 TEST(NpyTest, ReadsVersions2And3) {
@@ -166,7 +219,8 @@ TEST(NpyTest, AcceptsHeaderVariants) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.header);
-    absl::StatusOr<NpyArray> array = ParseNpy(RawNpy(1, c.header, "\1\2\3\4"));
+    // Four bytes: two u16, four u8, or four bools (so each 0 or 1).
+    absl::StatusOr<NpyArray> array = ParseNpy(RawNpy(1, c.header, std::string("\1\0\1\1", 4)));
     ASSERT_TRUE(array.ok()) << array.status();
     EXPECT_EQ(array->type, c.type);
     EXPECT_EQ(array->shape, c.shape);
@@ -196,19 +250,6 @@ TEST(NpyTest, TransposesFortranOrder) {
   array = ParseNpy(RawNpy(1, header3, Int32Bytes(fortran)));
   ASSERT_TRUE(array.ok()) << array.status();
   EXPECT_EQ(array->data, ToVector(Int32Bytes(row_major)));
-}
-
-// The message of the error ParseNpy gives for `bytes`, or "OK".
-std::string ParseError(const std::string& bytes) {
-  absl::StatusOr<NpyArray> array = ParseNpy(bytes);
-  if (array.ok()) return "OK";
-  EXPECT_EQ(array.status().code(), absl::StatusCode::kInvalidArgument);
-  return std::string(array.status().message());
-}
-
-std::string WithDescr(const std::string& descr, const std::string& data = std::string(4, '\0')) {
-  return RawNpy(1, "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (1,), }\n",
-                data);
 }
 
 TEST(NpyTest, RejectsMalformedFiles) {
@@ -245,12 +286,75 @@ TEST(NpyTest, RejectsMalformedFiles) {
                                    "(99999999999999999999,)}",
                                 "")),
               HasSubstr("dimension too large"));
-  EXPECT_THAT(ParseError(RawNpy(1, "{'descr': '<i4', 'fortran_order': False, 'shape': "
-                                   "(4294967296, 4294967296, 4294967296)}",
-                                "")),
-              HasSubstr("too large"));
   EXPECT_THAT(ParseError(RawNpy(1, "{'descr': '<i4", "")), HasSubstr("unterminated string"));
   EXPECT_THAT(ParseError(RawNpy(1, header + "junk", data)), HasSubstr("unexpected text"));
+}
+
+// A .npy file of `descr` and the shape text `shape` with `data`, version 1.0, C order.
+std::string WithShape(const std::string& descr, const std::string& shape,
+                      const std::string& data = "") {
+  return RawNpy(1, "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + "}",
+                data);
+}
+
+// limits::kMaxArrayBytes is 2^40 = 1099511627776 bytes: element size times the product of the
+// nonzero dimensions must stay within it, and the check comes before the data is looked at.
+TEST(NpyTest, HoldsArrayBytesToTheLimit) {
+  // At the limit: refused only for the missing data.
+  EXPECT_EQ(ParseError(WithShape("|u1", "(1099511627776,)")),
+            "expected 1099511627776 bytes of data for u8 (1099511627776,), got 0");
+  EXPECT_EQ(ParseError(WithShape("<f8", "(137438953472,)")),
+            "expected 1099511627776 bytes of data for f64 (137438953472,), got 0");
+  EXPECT_EQ(ParseError(WithShape("<i4", "(1024, 1024, 1024, 256)")),
+            "expected 1099511627776 bytes of data for s32 (1024, 1024, 1024, 256), got 0");
+  // One element more, or one element size more.
+  EXPECT_EQ(ParseError(WithShape("|u1", "(1099511627777,)")),
+            "u8 (1099511627777,) takes more than limits::kMaxArrayBytes (1099511627776) bytes");
+  EXPECT_EQ(ParseError(WithShape("<f8", "(137438953473,)")),
+            "f64 (137438953473,) takes more than limits::kMaxArrayBytes (1099511627776) bytes");
+  EXPECT_EQ(ParseError(WithShape("<i4", "(1024, 1024, 1024, 257)")),
+            "s32 (1024, 1024, 1024, 257) takes more than limits::kMaxArrayBytes (1099511627776) "
+            "bytes");
+  // Products that overflow int64 (2^96 elements; 2 x (2^63 - 1) bytes) are refused the same way.
+  EXPECT_EQ(ParseError(WithShape("<i4", "(4294967296, 4294967296, 4294967296)")),
+            "s32 (4294967296, 4294967296, 4294967296) takes more than limits::kMaxArrayBytes "
+            "(1099511627776) bytes");
+  EXPECT_EQ(ParseError(WithShape("<i2", "(9223372036854775807,)")),
+            "s16 (9223372036854775807,) takes more than limits::kMaxArrayBytes (1099511627776) "
+            "bytes");
+  // A zero dimension does not excuse the others, wherever it stands (as in NumPy).
+  EXPECT_EQ(ParseError(WithShape("<f4", "(0, 4611686018427387904)")),
+            "f32 (0, 4611686018427387904) takes more than limits::kMaxArrayBytes "
+            "(1099511627776) bytes (counting its nonzero dimensions, as NumPy does)");
+  EXPECT_EQ(ParseError(WithShape("<f4", "(4611686018427387904, 4611686018427387904, 0)")),
+            "f32 (4611686018427387904, 4611686018427387904, 0) takes more than "
+            "limits::kMaxArrayBytes (1099511627776) bytes (counting its nonzero dimensions, "
+            "as NumPy does)");
+  EXPECT_EQ(ParseError(WithShape("<f4", "(0, 274877906944)")), "OK");  // 2^38 x 4 bytes
+}
+
+TEST(NpyTest, RefusesBoolBytesOtherThanZeroAndOne) {
+  EXPECT_EQ(ParseError(WithShape("|b1", "(4,)", std::string("\0\1\2\1", 4))),
+            "bool element 2 (row-major index) is 2, expected 0 or 1");
+  EXPECT_EQ(ParseError(WithShape("|b1", "()", "\xff")),
+            "bool element 0 (row-major index) is 255, expected 0 or 1");
+  // The first bad byte of the file is named, by its row-major index.
+  EXPECT_EQ(ParseError(WithShape("|b1", "(2, 2)", std::string("\1\0\x80\3", 4))),
+            "bool element 2 (row-major index) is 128, expected 0 or 1");
+  // Fortran order (2, 3): byte 1 of the file is element (1, 0), row-major index 3; byte 4 is
+  // element (0, 2), row-major index 2.
+  const std::string fortran_header =
+      "{'descr': '|b1', 'fortran_order': True, 'shape': (2, 3), }\n";
+  EXPECT_EQ(ParseError(RawNpy(1, fortran_header, std::string("\0\7\0\0\0\0", 6))),
+            "bool element 3 (row-major index) is 7, expected 0 or 1");
+  EXPECT_EQ(ParseError(RawNpy(1, fortran_header, std::string("\0\1\0\0\x09\0", 6))),
+            "bool element 2 (row-major index) is 9, expected 0 or 1");
+  // 0 and 1 read as they are, transposed when in Fortran order.
+  absl::StatusOr<NpyArray> array =
+      ParseNpy(RawNpy(1, fortran_header, std::string("\0\1\0\0\1\1", 6)));
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_EQ(array->type, ElementType::kPred);
+  EXPECT_THAT(array->data, ElementsAre(0, 0, 1, 1, 0, 1));
 }
 
 TEST(NpyTest, RejectsUnsupportedDtypes) {
@@ -307,10 +411,89 @@ TEST(NpyTest, FileErrorsNameThePath) {
   EXPECT_THAT(array.status().message(), HasSubstr(bad + ": not a .npy file: bad magic"));
   std::remove(bad.c_str());
 
+  const std::string empty = ::testing::TempDir() + "/npy_empty.npy";
+  WriteFile(empty, "");
+  array = ReadNpy(empty);
+  EXPECT_EQ(array.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(array.status().message(), HasSubstr(empty + ": not a .npy file: bad magic ''"));
+  std::remove(empty.c_str());
+
   absl::Status status =
       WriteNpy(::testing::TempDir() + "/no_such_dir/x.npy", NpyArray{ElementType::kU8, {}, {1}});
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(status.message(), HasSubstr("no_such_dir/x.npy: cannot create"));
+}
+
+TEST(NpyTest, ReadsRegularFilesOnly) {
+  // TempDir itself: a directory.
+  const std::string dir = ::testing::TempDir();
+  absl::StatusOr<NpyArray> array = ReadNpy(dir);
+  EXPECT_EQ(array.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(array.status().message(), dir + ": expected a regular file, got a directory");
+
+  array = ReadNpy("/dev/zero");
+  EXPECT_EQ(array.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(array.status().message(), "/dev/zero: expected a regular file, got a character device");
+
+  // A FIFO with no writer: opening it for reading would block, so it must not be opened.
+  const std::string fifo = dir + "/npy_fifo.npy";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  array = ReadNpy(fifo);
+  EXPECT_EQ(array.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(array.status().message(), fifo + ": expected a regular file, got a FIFO");
+  std::remove(fifo.c_str());
+
+  // A symbolic link is followed: to a file it reads, to a directory it is refused as one.
+  const std::string target = dir + "/npy_link_target.npy";
+  const std::string link = dir + "/npy_link.npy";
+  WriteFile(target, NumpyArange6Fixture());
+  std::remove(link.c_str());
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0) << std::strerror(errno);
+  array = ReadNpy(link);
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_EQ(array->data, ToVector(Int32Bytes({0, 1, 2, 3, 4, 5})));
+  std::remove(link.c_str());
+  ASSERT_EQ(::symlink(dir.c_str(), link.c_str()), 0) << std::strerror(errno);
+  array = ReadNpy(link);
+  EXPECT_EQ(array.status().message(), link + ": expected a regular file, got a directory");
+  std::remove(link.c_str());
+  std::remove(target.c_str());
+}
+
+// limits::kMaxFileBytes is 4 GiB: a sparse file one byte larger is refused from its size,
+// before anything is allocated or read.
+TEST(NpyTest, RefusesFilesOverTheSizeLimit) {
+  const std::string path = ::testing::TempDir() + "/npy_too_large.npy";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const int truncated = ::ftruncate(fd, (int64_t{4} << 30) + 1);
+  const int error = errno;
+  ::close(fd);
+  if (truncated != 0) {
+    std::remove(path.c_str());
+    GTEST_SKIP() << "this file system takes no 4 GiB sparse file: " << std::strerror(error);
+  }
+  absl::StatusOr<NpyArray> array = ReadNpy(path);
+  EXPECT_EQ(array.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(array.status().message(),
+            path + ": file of 4294967297 bytes exceeds limits::kMaxFileBytes (4294967296)");
+  std::remove(path.c_str());
+}
+
+// A regular file whose content outgrows its reported size (procfs reports 0 bytes for files
+// that hold text) is refused rather than read without a bound.
+TEST(NpyTest, RefusesFilesLargerThanTheirSize) {
+  const std::string path = "/proc/self/status";
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_size != 0) {
+    GTEST_SKIP() << "no procfs here";
+  }
+  absl::StatusOr<NpyArray> array = ReadNpy(path);
+  EXPECT_EQ(array.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(array.status().message(),
+            path + ": expected 0 bytes (the file's size), got more: it changed while being "
+                   "read, or does not report its size");
 }
 
 // Whatever the bytes, ParseNpy returns (a value or an error) without reading out of bounds.
