@@ -24,6 +24,12 @@ absl::StatusOr<std::shared_ptr<const DataLayout>> DataLayout::Create(
   SHARDRT_ASSIGN_OR_RETURN(
       ShardGeometry geometry,
       ShardGeometry::Create(global.dims, sharding, static_cast<int64_t>(devices.size())));
+  // On one device every valid sharding ({maximal device=0}, a 1x1 tiling, ...) places the whole
+  // array there: one canonical form, so such layouts compare equal to the program's.
+  if (devices.size() == 1 && !sharding.IsReplicated()) {
+    sharding = Sharding::Replicated();
+    SHARDRT_ASSIGN_OR_RETURN(geometry, ShardGeometry::Create(global.dims, sharding, 1));
+  }
   std::vector<int64_t> ids;
   for (const pjrt::Device* d : devices) ids.push_back(d->id);
   const uint64_t fingerprint =

@@ -183,6 +183,16 @@ TEST_F(BadInputTest, MinorCases) {
   ExpectCleanError("run " + dir_ + "/complex.mlir --devices 1",
                    "@main result 0 has element type 'complex<f32>', which shardrt does not "
                    "support");
+  // On one device {maximal device=0} is the whole array, as {replicated} is; device 1 is not.
+  WriteText(dir_ + "/double.mlir",
+            "func.func @main(%x: tensor<10x3xf32>) -> tensor<10x3xf32> {\n"
+            "  %0 = stablehlo.add %x, %x : tensor<10x3xf32>\n  return %0 : tensor<10x3xf32>\n}\n");
+  r = RunCliCaptured("run " + dir_ + "/double.mlir --devices 1 --arg '" + dir_ +
+                     "/x10x3.npy@{maximal device=0}'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ExpectCleanError("run " + dir_ + "/double.mlir --devices 1 --arg '" + dir_ +
+                       "/x10x3.npy@{maximal device=1}'",
+                   "sharding: maximal device 1 out of range [0, 1)");
   // shard-info: a rank far beyond any array.
   std::string shape = "1";
   for (int i = 0; i < 5000; ++i) shape += ",1";
