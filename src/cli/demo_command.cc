@@ -1,22 +1,33 @@
 // shardrt demo: a small decoder-only transformer, sharded Megatron style over N devices,
 // generating tokens greedily: prefill, then one donated-KV-cache decode step per token, each
 // scheduled on the asynchronous executor. Step n+1 is scheduled on step n's output placeholders
-// before step n has run, so the host runs ahead of the device; tokens are read once at the end.
+// before step n has run, so the host runs ahead of the device (by at most the executor's
+// in-flight bound).
+//
+// Memory per generated token is the token itself: each step's position is uploaded when the step
+// is scheduled, only the KV caches and the newest token placeholder are carried to the next
+// step, and tokens are read back in batches of kReadBatch while later steps run, leaving one
+// int32 per token on the host. What grows with the token count is the model's own KV cache and
+// position table (max_seq = prompt + tokens rows), which the size check below bounds.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
+#include <deque>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "shardrt/base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/runtime_setup.h"
 #include "decoder/decoder_config.h"
 #include "decoder/decoder_program.h"
 #include "decoder/decoder_weights.h"
+#include "shardrt/base/limits.h"
+#include "shardrt/base/status_macros.h"
 #include "shardrt/executor/executor.h"
 
 namespace shardrt::cli {
@@ -25,11 +36,25 @@ namespace {
 using decoder::DecoderConfig;
 using decoder::DecoderProgram;
 
+// Layers the demo accepts. Compiling the two programs takes longer than linearly in the layer
+// count (on 2 cores: 16 layers ~1.5 s, 64 ~5 s, 128 ~13 s, 1024 over a minute) and the demo is
+// meant to answer in seconds.
+constexpr int64_t kMaxDemoLayers = 64;
+
+// Generated tokens read back per download. Tokens stay on device until this many (plus the
+// executor's in-flight window behind them) are pending, so the host holds at most about
+// 2 * kReadBatch token placeholders however long the generation.
+constexpr size_t kReadBatch = 64;
+
+// A view of `bytes` bytes at `data` as a host array of `type` and `dims`. Borrows `data`, which
+// must outlive the view's use.
 HostArrayView ViewOf(ElementType type, const std::vector<int64_t>& dims, const void* data,
                      size_t bytes) {
   return {type, dims, std::span(static_cast<const std::byte*>(data), bytes)};
 }
 
+// Draws a progress bar of `done` of `total` tokens on stderr when `enabled` (a terminal), ending
+// the line at the last token. Not thread-safe (one caller, the command).
 void Progress(bool enabled, int64_t done, int64_t total) {
   if (!enabled) return;
   const int width = 30;
@@ -40,7 +65,8 @@ void Progress(bool enabled, int64_t done, int64_t total) {
   if (done == total) std::fputc('\n', stderr);
 }
 
-absl::StatusOr<ComputationPtr> CompileProgram(ComputationClient& client,
+// Compiles one emitted decoder program for `partitions` devices. Errors: Compile's.
+[[nodiscard]] absl::StatusOr<ComputationPtr> CompileProgram(ComputationClient& client,
                                               const DecoderProgram& program, int64_t partitions) {
   CompileRequest request;
   request.name = program.name;
@@ -49,8 +75,49 @@ absl::StatusOr<ComputationPtr> CompileProgram(ComputationClient& client,
   return client.Compile(request);
 }
 
+// Holds the demo's sizes to the decoder's memory bounds (decoder_config.h) in the flags' terms,
+// before anything is allocated: the layer count to kMaxDemoLayers, the largest array, the
+// weights and what the devices hold to their limits. `config` has the flags' values (all >= 1).
+// Error: InvalidArgument, one line naming the flags, their values, the size and the limit.
+[[nodiscard]] absl::Status CheckDemoSize(const DecoderConfig& config, int64_t tokens) {
+  if (config.n_layers > kMaxDemoLayers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "flag --layers ", config.n_layers, ": over the demo's limit of ", kMaxDemoLayers,
+        " layers (compile time grows faster than the layer count)"));
+  }
+  const decoder::ModelFootprint f = decoder::Footprint(config);
+  if (f.largest_array_bytes > decoder::kMaxModelArrayBytes) {
+    const std::string flags =
+        f.largest_grows_with_max_seq
+            ? absl::StrCat("flags --d-model ", config.d_model, " --tokens ", tokens)
+            : absl::StrCat("flag --d-model ", config.d_model);
+    return absl::InvalidArgumentError(absl::StrCat(
+        flags, ": array ", f.largest_array, " f32[", absl::StrJoin(f.largest_dims, ","),
+        "] would take ", decoder::BytesText(f.largest_array_bytes), ", over the demo's limit of ",
+        decoder::BytesText(decoder::kMaxModelArrayBytes), " per array"));
+  }
+  if (f.weight_bytes > decoder::kMaxModelWeightBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "flags --d-model ", config.d_model, " --layers ", config.n_layers,
+        ": the weights would take ", decoder::BytesText(f.weight_bytes),
+        ", over the demo's limit of ", decoder::BytesText(decoder::kMaxModelWeightBytes)));
+  }
+  if (f.device_bytes > decoder::kMaxModelDeviceBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "flags --d-model ", config.d_model, " --layers ", config.n_layers, " --tokens ", tokens,
+        " --devices ", config.num_partitions, ": the devices would hold ",
+        decoder::BytesText(f.device_bytes), " of weights and KV caches, over the demo's limit of ",
+        decoder::BytesText(decoder::kMaxModelDeviceBytes)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+// The `demo` subcommand (see commands.h). Prints the prompt, the generated tokens and the rate
+// on stdout. Errors: bad flags and sizes (InvalidArgument, before anything is allocated), the
+// runtime's, compilation's and the executions' errors. Owns everything it creates; runs on the
+// calling thread (the executor's pool does the work).
 absl::Status DemoCommand(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(
       Flags flags, Flags::Parse(args, {.with_value = {"devices", "tokens", "layers", "d-model",
@@ -61,12 +128,14 @@ absl::Status DemoCommand(const std::vector<std::string>& args) {
         absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
   }
   DecoderConfig config;
-  SHARDRT_ASSIGN_OR_RETURN(config.num_partitions, flags.GetInt("devices", 8, 1, 4096));
+  SHARDRT_ASSIGN_OR_RETURN(config.num_partitions,
+                           flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
   SHARDRT_ASSIGN_OR_RETURN(int64_t tokens, flags.GetInt("tokens", 32, 1, 1 << 16));
-  SHARDRT_ASSIGN_OR_RETURN(config.n_layers, flags.GetInt("layers", 2, 1, 1024));
+  SHARDRT_ASSIGN_OR_RETURN(config.n_layers, flags.GetInt("layers", 2, 1, INT64_MAX));
   SHARDRT_ASSIGN_OR_RETURN(config.d_model, flags.GetInt("d-model", 128, 1, 1 << 16));
   SHARDRT_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 42, 0, INT64_MAX));
   config.max_seq = config.prompt_len + tokens;
+  SHARDRT_RETURN_IF_ERROR(CheckDemoSize(config, tokens));
   SHARDRT_RETURN_IF_ERROR(decoder::ValidateConfig(config));
   SHARDRT_RETURN_IF_ERROR(decoder::ValidateGeneration(config, tokens));
   const int64_t n = config.num_partitions;
@@ -80,68 +149,87 @@ absl::Status DemoCommand(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(DecoderProgram decode_program, decoder::EmitDecodeStep(config));
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr prefill, CompileProgram(*client, prefill_program, n));
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr decode, CompileProgram(*client, decode_program, n));
-
-  // Weights, uploaded once with the prefill program's parameter layouts (the decode step's are
-  // the same), then the prompt and every decode position.
-  SHARDRT_ASSIGN_OR_RETURN(decoder::DecoderWeights weights,
-                           decoder::GenerateWeights(config, static_cast<uint64_t>(seed)));
-  const std::vector<int32_t> prompt = decoder::GeneratePrompt(config, static_cast<uint64_t>(seed));
-  std::vector<HostArrayView> views;
-  std::vector<std::shared_ptr<const DataLayout>> layouts;
-  views.push_back(ViewOf(ElementType::kS32, {config.prompt_len}, prompt.data(),
-                         prompt.size() * sizeof(int32_t)));
-  layouts.push_back(prefill->parameter_layout(0));
-  for (size_t i = 0; i < weights.arrays.size(); ++i) {
-    const auto& w = weights.arrays[i];
-    views.push_back(ViewOf(ElementType::kF32, w.spec.dims, w.values.data(),
-                           w.values.size() * sizeof(float)));
-    layouts.push_back(prefill->parameter_layout(i + 1));
-  }
-  std::vector<int32_t> positions(tokens);
-  for (int64_t i = 0; i < tokens; ++i) positions[i] = static_cast<int32_t>(config.prompt_len + i - 1);
   const size_t num_caches = decoder::CacheSpecs(config).size();
   const size_t position_param = num_caches + 1;
-  for (int64_t i = 1; i < tokens; ++i) {
-    views.push_back(ViewOf(ElementType::kS32, {}, &positions[i], sizeof(int32_t)));
-    layouts.push_back(decode->parameter_layout(position_param));
+
+  // The prompt and the weights, uploaded once with the prefill program's parameter layouts (the
+  // decode step's are the same). The host copies of the weights go once they are on device.
+  const std::vector<int32_t> prompt = decoder::GeneratePrompt(config, static_cast<uint64_t>(seed));
+  DataPtr prompt_data;
+  std::vector<DataPtr> weight_data;
+  {
+    SHARDRT_ASSIGN_OR_RETURN(decoder::DecoderWeights weights,
+                             decoder::GenerateWeights(config, static_cast<uint64_t>(seed)));
+    std::vector<HostArrayView> views;
+    std::vector<std::shared_ptr<const DataLayout>> layouts;
+    views.push_back(ViewOf(ElementType::kS32, {config.prompt_len}, prompt.data(),
+                           prompt.size() * sizeof(int32_t)));
+    layouts.push_back(prefill->parameter_layout(0));
+    for (size_t i = 0; i < weights.arrays.size(); ++i) {
+      const auto& w = weights.arrays[i];
+      views.push_back(ViewOf(ElementType::kF32, w.spec.dims, w.values.data(),
+                             w.values.size() * sizeof(float)));
+      layouts.push_back(prefill->parameter_layout(i + 1));
+    }
+    SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> uploaded,
+                             client->TransferToDevice(views, layouts));
+    prompt_data = std::move(uploaded[0]);
+    weight_data.assign(std::make_move_iterator(uploaded.begin() + 1),
+                       std::make_move_iterator(uploaded.end()));
   }
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> uploaded, client->TransferToDevice(views, layouts));
-  const std::vector<DataPtr> weight_data(uploaded.begin() + 1,
-                                         uploaded.begin() + 1 + weights.arrays.size());
 
   const bool progress = isatty(STDERR_FILENO);
   auto start = std::chrono::steady_clock::now();
   Executor& executor = runtime->executor();
-  std::vector<DataPtr> prefill_args = {uploaded[0]};
+  std::vector<int32_t> ids;  // the tokens read back so far, in order
+  ids.reserve(tokens);
+  std::deque<DataPtr> pending;  // token placeholders scheduled and not yet read, in order
+  // Reads the oldest `count` pending tokens (waiting for their steps) into `ids`.
+  auto read_tokens = [&](size_t count) -> absl::Status {
+    std::vector<DataPtr> batch(pending.begin(), pending.begin() + count);
+    for (const DataPtr& t : batch) SHARDRT_RETURN_IF_ERROR(t->Await());
+    SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, client->TransferFromDevice(batch));
+    for (const HostArray& t : host) {
+      int32_t id = 0;
+      std::memcpy(&id, t.data.data(), sizeof(id));
+      ids.push_back(id);
+    }
+    pending.erase(pending.begin(), pending.begin() + count);
+    Progress(progress, static_cast<int64_t>(ids.size()), tokens);
+    return absl::OkStatus();
+  };
+
+  std::vector<DataPtr> prefill_args = {prompt_data};
   prefill_args.insert(prefill_args.end(), weight_data.begin(), weight_data.end());
   SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state,
                            executor.Schedule(prefill, std::move(prefill_args)));
-  // state = caches..., next_token, logits (placeholders until the step has run)
-  std::vector<DataPtr> token_data = {state[num_caches]};
+  // state = caches..., next_token, logits (placeholders until the step has run). The next step
+  // needs the caches and next_token; logits are dropped at once.
+  state.resize(num_caches + 1);
+  pending.push_back(state[num_caches]);
+  const std::shared_ptr<const DataLayout>& position_layout =
+      decode->parameter_layout(position_param);
   for (int64_t i = 1; i < tokens; ++i) {
-    std::vector<DataPtr> step_args(state.begin(), state.begin() + num_caches);
-    step_args.push_back(token_data.back());
-    step_args.push_back(uploaded[1 + weights.arrays.size() + (i - 1)]);
+    // Decode step i runs token i at position prompt_len + i - 1, uploaded now (the upload
+    // copies the value before it returns).
+    const int32_t position = static_cast<int32_t>(config.prompt_len + i - 1);
+    const HostArrayView position_view = ViewOf(ElementType::kS32, {}, &position, sizeof(position));
+    SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> position_data,
+                             client->TransferToDevice({&position_view, 1}, {&position_layout, 1}));
+    std::vector<DataPtr> step_args(std::make_move_iterator(state.begin()),
+                                   std::make_move_iterator(state.end()));
+    step_args.push_back(std::move(position_data[0]));
     step_args.insert(step_args.end(), weight_data.begin(), weight_data.end());
     SHARDRT_ASSIGN_OR_RETURN(state, executor.Schedule(decode, std::move(step_args)));
-    token_data.push_back(state[num_caches]);
+    state.resize(num_caches + 1);
+    pending.push_back(state[num_caches]);
+    if (pending.size() >= 2 * kReadBatch) SHARDRT_RETURN_IF_ERROR(read_tokens(kReadBatch));
   }
-  // Progress follows the tokens as the executor fills them.
-  for (int64_t i = 0; i < tokens; ++i) {
-    SHARDRT_RETURN_IF_ERROR(token_data[i]->Await());
-    Progress(progress, i + 1, tokens);
-  }
+  state.clear();
+  if (!pending.empty()) SHARDRT_RETURN_IF_ERROR(read_tokens(pending.size()));
   SHARDRT_RETURN_IF_ERROR(executor.WaitForAll());
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host_tokens,
-                           client->TransferFromDevice(token_data));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::vector<int32_t> ids;
-  for (const HostArray& t : host_tokens) {
-    int32_t id = 0;
-    std::memcpy(&id, t.data.data(), sizeof(id));
-    ids.push_back(id);
-  }
   std::printf("prompt: %s\n", absl::StrJoin(prompt, " ").c_str());
   std::printf("tokens: %s\n", absl::StrJoin(ids, " ").c_str());
   std::printf("decoded %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(tokens),

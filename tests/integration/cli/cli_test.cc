@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cli/cli_runner.h"
 #include "cli/npy.h"
 #include "gtest/gtest.h"
 
@@ -16,24 +17,13 @@ struct Result {
   std::string out;
 };
 
-// Runs the CLI with `args`; stdout (and stderr when `merge`) captured.
+// Runs the CLI with `args`; stdout (and stderr after it when `merge`).
 Result RunCli(const std::string& args, bool merge = false) {
-  std::string cmd = std::string(SHARDRT_CLI_PATH) + " " + args + (merge ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  r.exit_code = WEXITSTATUS(status);
-  return r;
+  testing::CliResult r = testing::RunCliCaptured(args);
+  return {r.exit_code, merge ? r.out + r.err : r.out};
 }
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/shardrt_cli_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string TempDir() { return testing::MakeTempDir(); }
 
 TEST(CliTest, DevicesJsonListsEightDevices) {
   Result r = RunCli("devices --devices 8 --json");
@@ -132,6 +122,7 @@ TEST(CliTest, DemoGeneratesTheSameTokensOnOneAndEightDevices) {
   EXPECT_NE(eight.out.find("Metric: ExecuteReplicatedTime"), std::string::npos);
   // A different seed gives a different model and sequence.
   Result other = RunCli("demo --devices 8 --tokens 24 --seed 8");
+  ASSERT_EQ(other.exit_code, 0) << other.out;
   EXPECT_NE(Line(other.out, "tokens: "), tokens);
   // Bad sizes are clear errors: 8 heads do not split over 3 devices.
   Result bad = RunCli("demo --devices 3", /*merge=*/true);
@@ -165,6 +156,55 @@ TEST(CliTest, RunCompilesShardyAnnotatedProgramsWithShardy) {
     for (int row = 0; row < 16; ++row) e += xv[row * 4 + c];
     EXPECT_NEAR(sv[c], e, 1e-4);
   }
+}
+
+}  // namespace
+}  // namespace shardrt::cli
+
+namespace shardrt::cli {
+namespace {
+
+// Past 2 x 64 tokens the demo reads tokens back in batches while later steps run: the sequence
+// is the same on 1 and 8 devices, whole and in order.
+TEST(CliTest, DemoReadsLongGenerationsInBatches) {
+  Result one = RunCli("demo --devices 1 --tokens 300 --seed 3");
+  Result eight = RunCli("demo --devices 8 --tokens 300 --seed 3");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  ASSERT_EQ(eight.exit_code, 0) << eight.out;
+  const std::string tokens = Line(one.out, "tokens: ");
+  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ' '), 300) << tokens;
+  EXPECT_EQ(tokens, Line(eight.out, "tokens: "));
+  EXPECT_NE(Line(eight.out, "decoded 300 tokens in ").find("tokens/s)"), std::string::npos);
+}
+
+// Sizes the machine cannot hold are one line naming the flags, their values and the limit,
+// before anything is allocated or compiled.
+TEST(CliTest, DemoRejectsModelsTooLargeWithOneLine) {
+  struct Case {
+    std::string args;
+    std::string expected;
+  } cases[] = {
+      {"demo --d-model 65536",
+       "flag --d-model 65536: array w1 f32[65536,262144] would take 64 GiB, over the demo's "
+       "limit of 512 MiB per array"},
+      {"demo --layers 1024", "flag --layers 1024: over the demo's limit of 64 layers"},
+      {"demo --d-model 4096 --tokens 65536",
+       "flags --d-model 4096 --tokens 65536: array pos_embed f32[65544,4096] would take 1.00 GiB"},
+      {"demo --d-model 4096 --layers 8",
+       "flags --d-model 4096 --layers 8: the weights would take 6.01 GiB, over the demo's limit "
+       "of 2 GiB"},
+      {"demo --d-model 512 --layers 64 --tokens 65536",
+       "flags --d-model 512 --layers 64 --tokens 65536 --devices 8: the devices would hold"},
+  };
+  for (const Case& c : cases) {
+    Result r = RunCli(c.args, /*merge=*/true);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.expected), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << "\n" << r.out;
+  }
+  // At the limits the demo runs.
+  Result at_limit = RunCli("demo --devices 8 --layers 64 --tokens 2");
+  EXPECT_EQ(at_limit.exit_code, 0) << at_limit.out;
 }
 
 }  // namespace
