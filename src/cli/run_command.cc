@@ -9,8 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
-#include <fstream>
-#include <sstream>
 #include <sys/stat.h>
 
 #include "absl/strings/match.h"
@@ -18,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/status_macros.h"
 #include "cli/commands.h"
+#include "cli/file_io.h"
 #include "cli/flags.h"
 #include "cli/npy.h"
 #include "cli/runtime_setup.h"
@@ -28,8 +27,8 @@
 namespace shardrt::cli {
 namespace {
 
-// Reads the whole program file: a regular file of at most limits::kMaxFileBytes, read with
-// that bound (a device file such as /dev/zero or a directory is refused before any read).
+// Reads the whole program file with ReadRegularFile (bounded by limits::kMaxFileBytes), after
+// saying in the program's terms what a missing or non-regular path is.
 absl::StatusOr<std::string> ReadProgram(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -40,18 +39,7 @@ absl::StatusOr<std::string> ReadProgram(const std::string& path) {
         "'", path, "' is ", S_ISDIR(st.st_mode) ? "a directory" : "not a regular file",
         "; expected a program file (StableHLO text or MLIR bytecode)"));
   }
-  if (st.st_size > limits::kMaxFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("'", path, "' has ", st.st_size,
-                                                   " bytes; the limit for a program is ",
-                                                   limits::kMaxFileBytes));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  in.read(text.data(), st.st_size);
-  if (in.gcount() != st.st_size || in.peek() != std::char_traits<char>::eof()) {
-    return absl::AbortedError(absl::StrCat("'", path, "' changed size while it was read"));
-  }
+  SHARDRT_ASSIGN_OR_RETURN(std::string text, ReadRegularFile(path));
   if (text.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("'", path, "' is empty; expected a program"));
   }

@@ -1,0 +1,115 @@
+#include "cli/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "shardrt/base/limits.h"
+
+namespace shardrt::cli {
+namespace {
+
+// What a file that is not a regular one is, for the error ("a directory", "a FIFO", ...).
+absl::string_view FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a special file";
+}
+
+// The error for a path that is not a regular file.
+absl::Status NotRegularFile(const std::string& path, mode_t mode) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": expected a regular file, got ", FileKind(mode)));
+}
+
+// Closes a file descriptor when it goes out of scope. Owns the descriptor.
+class FileCloser {
+ public:
+  explicit FileCloser(int fd) : fd_(fd) {}
+  FileCloser(const FileCloser&) = delete;
+  FileCloser& operator=(const FileCloser&) = delete;
+  ~FileCloser() { ::close(fd_); }
+
+ private:
+  int fd_;
+};
+
+// read(2), retried on EINTR: the byte count, 0 at the end of the file, -1 with errno set.
+ssize_t ReadRetrying(int fd, char* buffer, size_t size) {
+  ssize_t n;
+  do {
+    n = ::read(fd, buffer, size);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
+}  // namespace
+
+absl::Status IoError(const std::string& path, absl::string_view what, int error) {
+  const std::string message = absl::StrCat(path, ": ", what, ": ", std::strerror(error));
+  switch (error) {
+    case ENOENT: return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM: return absl::PermissionDeniedError(message);
+    default: return absl::UnavailableError(message);
+  }
+}
+
+
+// The whole content of the regular file at `path`. The path is checked with stat before it is
+// opened (a FIFO or a device is never opened, so never blocks) and the open file again with
+// fstat (the path may have been replaced meanwhile; it is opened non-blocking for that case).
+// The size is held to limits::kMaxFileBytes before anything is allocated, then exactly that
+// many bytes are read, and one more read must find the end of the file.
+// Errors: as file_io.h says.
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return IoError(path, "cannot open", errno);
+  if (!S_ISREG(info.st_mode)) return NotRegularFile(path, info.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return IoError(path, "cannot open", errno);
+  FileCloser closer(fd);
+  if (::fstat(fd, &info) != 0) return IoError(path, "cannot stat", errno);
+  if (!S_ISREG(info.st_mode)) return NotRegularFile(path, info.st_mode);
+  const int status_flags = ::fcntl(fd, F_GETFL);
+  if (status_flags < 0 || ::fcntl(fd, F_SETFL, status_flags & ~O_NONBLOCK) != 0) {
+    return IoError(path, "cannot set blocking mode", errno);
+  }
+  if (info.st_size < 0 || info.st_size > limits::kMaxFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": file of ", info.st_size,
+                                " bytes exceeds limits::kMaxFileBytes (", limits::kMaxFileBytes,
+                                ")"));
+  }
+  const size_t size = static_cast<size_t>(info.st_size);
+  std::string bytes(size, '\0');
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ReadRetrying(fd, bytes.data() + done, size - done);
+    if (n < 0) return IoError(path, "read failed", errno);
+    if (n == 0) {
+      return absl::UnavailableError(
+          absl::StrCat(path, ": expected ", size, " bytes (the file's size), got ", done,
+                       " before its end: it changed while being read"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  char extra;
+  const ssize_t n = ReadRetrying(fd, &extra, 1);
+  if (n < 0) return IoError(path, "read failed", errno);
+  if (n > 0) {
+    return absl::UnavailableError(absl::StrCat(
+        path, ": expected ", size, " bytes (the file's size), got more: it changed while being "
+        "read, or does not report its size"));
+  }
+  return bytes;
+}
+
+}  // namespace shardrt::cli

@@ -1,0 +1,27 @@
+// Reading and failing on files the CLI is given: one bounded way to read a whole file.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace shardrt::cli {
+
+// "path: what: reason" for the errno value `error`, with the status code it suggests
+// (NotFound, PermissionDenied, else Unavailable).
+[[nodiscard]] absl::Status IoError(const std::string& path, absl::string_view what, int error);
+
+// The whole content of the regular file at `path`. The path is checked with stat before it is
+// opened (a FIFO or a device is never opened, so never blocks) and the open file again with
+// fstat (the path may have been replaced meanwhile). The size is held to limits::kMaxFileBytes
+// before anything is allocated, then exactly that many bytes are read, and one more read must
+// find the end of the file.
+// Errors, each starting with the path: InvalidArgument for a file that is not regular ("expected
+// a regular file, got a directory") or too large; Unavailable when the file changes size while
+// it is read (or does not report its size, as procfs files); IoError's for open/read failures.
+// Thread-compatible (touches only `path`).
+[[nodiscard]] absl::StatusOr<std::string> ReadRegularFile(const std::string& path);
+
+}  // namespace shardrt::cli
