@@ -98,6 +98,12 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
   static Metric* const compile_time = GlobalMetrics().GetMetric(kCompileTime, MetricRepr::kTime);
   static Counter* const cached = CounterNamed(kCachedCompile);
   static Counter* const uncached = CounterNamed(kUncachedCompile);
+  const std::string name = request.name.empty() ? "computation" : request.name;
+  // Before the program is copied into the cache key, or read.
+  if (static_cast<int64_t>(request.program.size()) > limits::kMaxFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": the program has ", request.program.size(),
+                                                   " bytes; the limit is ", limits::kMaxFileBytes));
+  }
   pjrt::CompileOptions options = request.options;
   if (options.device_assignment.empty()) {
     SHARDRT_ASSIGN_OR_RETURN(
@@ -121,13 +127,8 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
     }
   }
   ScopedTimer timer(compile_time);
-  const std::string name = request.name.empty() ? "computation" : request.name;
   TraceSpan span("Compile", "client");
   span.AddArg("computation", name);
-  if (static_cast<int64_t>(request.program.size()) > limits::kMaxFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": the program has ", request.program.size(),
-                                                   " bytes; the limit is ", limits::kMaxFileBytes));
-  }
   SHARDRT_ASSIGN_OR_RETURN(ProgramInfo info, InspectProgram(request.program));
   if (info.declared_partitions.has_value() && *info.declared_partitions != options.num_partitions) {
     return absl::InvalidArgumentError(absl::StrCat(
