@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "shardrt/base/array_shape.h"
 
 namespace shardrt::decoder {
 namespace {
@@ -131,7 +132,8 @@ absl::Status ValidateConfig(const DecoderConfig& c) {
                                          c.num_partitions, ")");
   if (f.largest_array_bytes > kMaxModelArrayBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "array ", f.largest_array, " f32[", absl::StrJoin(f.largest_dims, ","), "] would take ",
+        "array ", f.largest_array, " ", ShapeToString({ElementType::kF32, f.largest_dims}),
+        " would take ",
         BytesText(f.largest_array_bytes), ", over the limit of ",
         BytesText(kMaxModelArrayBytes), " per array ", sizes));
   }

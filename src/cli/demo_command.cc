@@ -26,6 +26,7 @@
 #include "decoder/decoder_config.h"
 #include "decoder/decoder_program.h"
 #include "decoder/decoder_weights.h"
+#include "shardrt/base/array_shape.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/executor/executor.h"
@@ -92,8 +93,8 @@ void Progress(bool enabled, int64_t done, int64_t total) {
             ? absl::StrCat("flags --d-model ", config.d_model, " --tokens ", tokens)
             : absl::StrCat("flag --d-model ", config.d_model);
     return absl::InvalidArgumentError(absl::StrCat(
-        flags, ": array ", f.largest_array, " f32[", absl::StrJoin(f.largest_dims, ","),
-        "] would take ", decoder::BytesText(f.largest_array_bytes), ", over the demo's limit of ",
+        flags, ": array ", f.largest_array, " ", ShapeToString({ElementType::kF32, f.largest_dims}),
+        " would take ", decoder::BytesText(f.largest_array_bytes), ", over the demo's limit of ",
         decoder::BytesText(decoder::kMaxModelArrayBytes), " per array"));
   }
   if (f.weight_bytes > decoder::kMaxModelWeightBytes) {
