@@ -29,7 +29,9 @@ inline constexpr int64_t kMaxArrayBytes = int64_t{1} << 40;
 // Bytes of a file read whole (programs, .npy arrays): regular files only, at most this large.
 inline constexpr int64_t kMaxFileBytes = int64_t{4} << 30;
 
-// Bytes of one sharding in text form.
-inline constexpr int64_t kMaxShardingTextBytes = int64_t{1} << 20;
+// Bytes of one sharding in text form. Large enough that the explicit device list of any
+// sharding within kMaxShardingDevices parses back (1 Mi ids of up to 7 digits and a comma:
+// 8 MiB), with room for the rest of the text.
+inline constexpr int64_t kMaxShardingTextBytes = int64_t{16} << 20;
 
 }  // namespace shardrt::limits
