@@ -163,25 +163,6 @@ absl::Status ValidateGeneration(const DecoderConfig& c, int64_t num_tokens) {
   return absl::OkStatus();
 }
 
-int64_t ArraySpec::num_elements() const {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-std::string ShardingText(const ArraySpec& spec, int64_t num_partitions) {
-  if (spec.split_dim < 0 || num_partitions == 1) return "{replicated}";
-  std::vector<int64_t> tiles(spec.dims.size(), 1);
-  tiles[spec.split_dim] = num_partitions;
-  return absl::StrCat("{devices=[", absl::StrJoin(tiles, ","), "]<=[", num_partitions, "]}");
-}
-
-std::vector<int64_t> ShardDims(const ArraySpec& spec, int64_t num_partitions) {
-  std::vector<int64_t> dims = spec.dims;
-  if (spec.split_dim >= 0) dims[spec.split_dim] /= num_partitions;
-  return dims;
-}
-
 std::vector<ArraySpec> WeightSpecs(const DecoderConfig& c) {
   const int64_t d = c.d_model, qkv = c.n_heads * c.head_dim(), f = c.hidden();
   std::vector<ArraySpec> specs;

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "shardrt/base/element_type.h"
+#include "stablehlo/array_spec.h"
 
 namespace shardrt::decoder {
 
@@ -79,23 +80,10 @@ std::string BytesText(int64_t bytes);
 // Error: InvalidArgument.
 [[nodiscard]] absl::Status ValidateGeneration(const DecoderConfig& config, int64_t num_tokens);
 
-// One array a program takes or returns: its name, element type, global shape, and the one
-// dimension split evenly across the partitions (-1: replicated on every device).
-struct ArraySpec {
-  std::string name;
-  ElementType type = ElementType::kF32;
-  std::vector<int64_t> dims;
-  int split_dim = -1;
-
-  int64_t num_elements() const;
-};
-
-// The `mhlo.sharding` text of `spec` over `num_partitions` devices: "{replicated}" when the array
-// is not split or there is one partition, else e.g. "{devices=[1,8]<=[8]}" for split_dim 1.
-std::string ShardingText(const ArraySpec& spec, int64_t num_partitions);
-
-// The shape every device holds: dims with dims[split_dim] divided by num_partitions.
-std::vector<int64_t> ShardDims(const ArraySpec& spec, int64_t num_partitions);
+// Array specs, their sharding text and shard shapes are shared with the other emitters.
+using stablehlo::ArraySpec;
+using stablehlo::ShardDims;
+using stablehlo::ShardingText;
 
 // The weights in program order (the same in both programs):
 //   embed [vocab, d_model], pos_embed [max_seq, d_model]                       replicated
