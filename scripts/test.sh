@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Set up, build, and run the whole test suite: unit and integration tests (real CPU plugin,
-# 8 devices) through CTest, the integration tests again under AddressSanitizer and
+# 8 devices) and the model tests (SmolLM2-135M against the gguf package, Hugging Face tokenizers
+# and a NumPy reference, in tests/.venv) through CTest, the integration tests again under AddressSanitizer and
 # ThreadSanitizer, then every fuzz target (fuzz/*_fuzz.cc) for a bounded time each
 # (SHARDRT_FUZZ_SECONDS, default 15 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
+tests/model/setup_venv.sh  # the model tests' references (gguf, tokenizers, NumPy)
 ctest --test-dir build --output-on-failure -j 2 --timeout 900
 scripts/sanitize.sh address thread
 fuzz_targets="$(scripts/fuzz.sh --list)"
