@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the integration tests with sanitizers and runs them on the real plugin:
 #   address  AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer (build-address/):
-#            every integration test binary (the CLI tests run the instrumented CLI)
-#   thread   ThreadSanitizer (build-thread/): the client, runtime and executor tests
+#            every integration test binary (the CLI tests run the instrumented CLI) and the
+#            model code's unit tests (GGUF reader, tokenizer, emitter)
+#   thread   ThreadSanitizer (build-thread/): the client, runtime, executor and model tests
 # The plugin itself is not instrumented: tests/tsan.supp hides reports that come from inside it,
 # so what remains are shardrt's own. Any report fails the run.
 #   usage: scripts/sanitize.sh [address|thread]...   (default: both)
@@ -17,11 +18,12 @@ for kind in "${kinds[@]}"; do
       flags="address,undefined"
       targets=(shardrt_pjrt_integration_tests shardrt_client_integration_tests
                shardrt_runtime_integration_tests shardrt_executor_integration_tests
-               shardrt_cli_integration_tests shardrt_decoder_integration_tests shardrt_bin) ;;
+               shardrt_cli_integration_tests shardrt_decoder_integration_tests
+               shardrt_llama_integration_tests shardrt_llama_tests shardrt_bin) ;;
     thread)
       flags="thread"
       targets=(shardrt_client_integration_tests shardrt_runtime_integration_tests
-               shardrt_executor_integration_tests) ;;
+               shardrt_executor_integration_tests shardrt_llama_integration_tests) ;;
     *) echo "usage: scripts/sanitize.sh [address|thread]..." >&2; exit 2 ;;
   esac
   dir="build-$kind"

@@ -90,4 +90,17 @@ absl::StatusOr<int64_t> Flags::GetInt(absl::string_view name, int64_t fallback, 
   return value;
 }
 
+absl::StatusOr<double> Flags::GetDouble(absl::string_view name, double fallback, double min,
+                                        double max) const {
+  std::optional<std::string> text = Get(name);
+  if (!text.has_value()) return fallback;
+  double value = 0;
+  if (!absl::SimpleAtod(*text, &value) || !(value >= min && value <= max)) {
+    return absl::InvalidArgumentError(absl::StrCat("flag --", Shown(name),
+                                                   ": expected a number in [", min, ", ", max,
+                                                   "], got '", Shown(*text), "'"));
+  }
+  return value;
+}
+
 }  // namespace shardrt::cli

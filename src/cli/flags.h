@@ -46,6 +46,11 @@ class Flags {
   // Error (InvalidArgument): "flag --NAME: expected an integer in [MIN, MAX], got 'TEXT'".
   [[nodiscard]] absl::StatusOr<int64_t> GetInt(absl::string_view name, int64_t fallback,
                                                int64_t min, int64_t max) const;
+  // Parses the last value of `name` as a decimal number in [min, max] (NaN is refused);
+  // `fallback` when the flag is absent.
+  // Error (InvalidArgument): "flag --NAME: expected a number in [MIN, MAX], got 'TEXT'".
+  [[nodiscard]] absl::StatusOr<double> GetDouble(absl::string_view name, double fallback,
+                                                 double min, double max) const;
   // The positional arguments, in order. Valid as long as this object.
   const std::vector<std::string>& positional() const { return positional_; }
 

@@ -28,6 +28,10 @@ constexpr char kUsage[] =
     "  run         PROGRAM.mlir --devices N [--arg FILE.npy[@SHARDING]]... [--out DIR]\n"
     "              [--repeat K] [--metrics] [--trace FILE] [--plugin PATH]\n"
     "              [--partitioner gspmd|shardy] [--result-shape TYPE[DIMS]]...\n"
+    "  generate    (--prompt TEXT [--chat [--system TEXT]] | --prompt-tokens IDS)\n"
+    "              [--model FILE.gguf] [--max-tokens N] [--devices N] [--temperature T\n"
+    "              [--top-p P] [--seed S]] [--json] [--logits-out FILE.npy] [--metrics]\n"
+    "              [--trace FILE] [--plugin PATH]\n"
     "  demo        [--devices N] [--tokens T] [--layers L] [--d-model D] [--seed S]\n"
     "              [--trace FILE] [--metrics] [--plugin PATH]\n"
     "every command: [--timeout SECONDS] (exit 1 with one line once it has run that long)\n";
@@ -42,6 +46,7 @@ constexpr Command kCommands[] = {
     {"shard-info", shardrt::cli::ShardInfoCommand},
     {"run", shardrt::cli::RunCommand},
     {"demo", shardrt::cli::DemoCommand},
+    {"generate", shardrt::cli::GenerateCommand},
 };
 
 // Takes --timeout SECONDS / --timeout=SECONDS out of `args`. Error: a value that is not a whole

@@ -74,6 +74,19 @@ TEST(FlagsTest, GetIntHoldsTheBounds) {
   }
 }
 
+TEST(FlagsTest, GetDoubleHoldsTheBoundsAndRefusesNan) {
+  for (const char* bad : {"nan", "-0.5", "2.5", "x", "", "1e999"}) {
+    absl::StatusOr<Flags> flags = Flags::Parse({"--out", bad}, kSpec);
+    ASSERT_TRUE(flags.ok()) << flags.status();
+    EXPECT_EQ(flags->GetDouble("out", 1, 0, 2).status().message(),
+              std::string("flag --out: expected a number in [0, 2], got '") + bad + "'");
+  }
+  absl::StatusOr<Flags> flags = Flags::Parse({"--out", "0.25"}, kSpec);
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(*flags->GetDouble("out", 1, 0, 2), 0.25);
+  EXPECT_EQ(*flags->GetDouble("devices", 0.5, 1, 2), 0.5);  // absent: the fallback
+}
+
 TEST(FlagsTest, RejectsBadFlags) {
   EXPECT_EQ(ParseError({"--bogus"}), "unknown flag --bogus");
   EXPECT_EQ(ParseError({"--bogus=1"}), "unknown flag --bogus");

@@ -1,0 +1,42 @@
+#include "llama/chat.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "llama/gguf.h"
+#include "shardrt/base/status_macros.h"
+
+namespace shardrt::llama {
+
+absl::StatusOr<ChatFormat> ReadChatFormat(const GgufFile& file) {
+  SHARDRT_ASSIGN_OR_RETURN(std::string tmpl, file.GetString("tokenizer.chat_template"));
+  if (!absl::StrContains(tmpl, "<|im_start|>") || !absl::StrContains(tmpl, "<|im_end|>")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GGUF file ", file.path(), ": tokenizer.chat_template is not ChatML (<|im_start|>)"));
+  }
+  ChatFormat format;
+  // The default system turn, written in the template as a string literal.
+  const std::string kOpen = "<|im_start|>system\n";
+  const size_t open = tmpl.find(kOpen);
+  if (open != std::string::npos) {
+    const size_t begin = open + kOpen.size();
+    const size_t end = tmpl.find("<|im_end|>", begin);
+    const std::string text = tmpl.substr(begin, end == std::string::npos ? 0 : end - begin);
+    // A literal default, not the template's `message['content']` expression.
+    if (end != std::string::npos && !absl::StrContains(text, "{{") &&
+        !absl::StrContains(text, "'")) {
+      format.default_system = text;
+    }
+  }
+  return format;
+}
+
+std::string ChatPrompt(const ChatFormat& format, absl::string_view prompt,
+                       absl::string_view system) {
+  const absl::string_view sys = system.empty() ? format.default_system : system;
+  std::string text;
+  if (!sys.empty()) absl::StrAppend(&text, "<|im_start|>system\n", sys, "<|im_end|>\n");
+  absl::StrAppend(&text, "<|im_start|>user\n", prompt, "<|im_end|>\n<|im_start|>assistant\n");
+  return text;
+}
+
+}  // namespace shardrt::llama

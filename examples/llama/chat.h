@@ -1,0 +1,33 @@
+// The model's chat format: ChatML, as SmolLM2's template (tokenizer.chat_template) writes it.
+//
+//   <|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{prompt}<|im_end|>\n
+//   <|im_start|>assistant\n
+//
+// The template adds its default system turn when the conversation does not start with one; the
+// default's text is read from the template itself. The Jinja template is not interpreted: a
+// template that is not ChatML is refused.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace shardrt::llama {
+
+class GgufFile;
+
+struct ChatFormat {
+  std::string default_system;  // empty: no system turn unless one is given
+};
+
+// Reads the format from the file's tokenizer.chat_template. Errors: NotFound without a
+// template; InvalidArgument for a template that is not ChatML, naming the file.
+[[nodiscard]] absl::StatusOr<ChatFormat> ReadChatFormat(const GgufFile& file);
+
+// A one-turn conversation as text: the system turn (`system`, or the default when empty), the
+// user's `prompt`, and the opening of the assistant's turn. Thread-safe (pure).
+std::string ChatPrompt(const ChatFormat& format, absl::string_view prompt,
+                       absl::string_view system = "");
+
+}  // namespace shardrt::llama

@@ -1,0 +1,69 @@
+// LlamaConfig: the sizes of a Llama-architecture model (read from its GGUF metadata) and how its
+// programs are laid out over P devices (tensor parallelism).
+//
+// The architecture: token embedding; n_layers blocks of (RMSNorm, grouped-query attention with
+// RoPE, residual; RMSNorm, SwiGLU MLP, residual); a final RMSNorm; logits from the token
+// embedding (tied) or an output matrix.
+//
+// Sharding over P devices (every weight is split, nothing is stored twice; see README.md):
+//   token_embd [vocab, d]              split by vocab rows (embedding lookup and logits)
+//   wqkv       [P * (q + 2 kv) / P, d] each device's slice of the q, k and v output rows
+//   wo         [d, q]                  split by output rows
+//   wgu        [P * 2 ffn / P, d]      each device's slice of the gate and up rows
+//   wdown      [d, ffn]                split by input columns
+//   norms                              replicated
+//   KV cache   [layers, P, cache/P, kv_heads, head_dim] split on dim 1: position p lives on
+//              device p % P at slot p / P, so every device holds an equal share of the filled
+//              positions and attention over them is split evenly (sequence-parallel attention).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "stablehlo/array_spec.h"
+
+namespace shardrt::llama {
+
+class GgufFile;
+
+struct LlamaConfig {
+  int64_t vocab = 0;
+  int64_t d_model = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t ffn = 0;
+  int64_t context = 0;  // the longest sequence the model was trained for
+  double rope_base = 10000.0;
+  double norm_eps = 1e-5;
+  bool tied_embeddings = true;  // logits from token_embd (no output.weight)
+
+  int64_t q_dim() const { return n_heads * head_dim; }
+  int64_t kv_dim() const { return n_kv_heads * head_dim; }
+
+  // Reads llama.* metadata and checks the tensors the programs use are there with the expected
+  // shapes. Errors: InvalidArgument naming the key or tensor, expected vs got; NotFound for a
+  // missing key.
+  [[nodiscard]] static absl::StatusOr<LlamaConfig> FromGguf(const GgufFile& file);
+};
+
+// Checks that `config` splits over `partitions` devices: q_dim, kv_dim, ffn and vocab divisible
+// by P, the ffn slice and the d_model a multiple of the quantization block (32), and
+// partitions >= 1. Error: InvalidArgument naming the size that does not divide.
+[[nodiscard]] absl::Status CheckPartitions(const LlamaConfig& config, int64_t partitions);
+
+using stablehlo::ArraySpec;
+
+// The weights in program order: token_embd, then per layer i "blk.<i>." attn_norm, wqkv, wo,
+// ffn_norm, wgu, wdown, then output_norm.
+std::vector<ArraySpec> WeightSpecs(const LlamaConfig& config);
+
+// The two KV cache arrays (k_cache, v_cache) for `cache_len` positions (a multiple of P).
+std::vector<ArraySpec> CacheSpecs(const LlamaConfig& config, int64_t partitions,
+                                  int64_t cache_len);
+
+}  // namespace shardrt::llama

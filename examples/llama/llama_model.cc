@@ -1,0 +1,300 @@
+#include "llama/llama_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "llama/llama_weights.h"
+#include "shardrt/base/status_macros.h"
+#include "shardrt/base/thread_pool.h"
+
+namespace shardrt::llama {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+absl::StatusOr<int32_t> ReadToken(ComputationClient& client, const DataPtr& token) {
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, client.TransferFromDevice({&token, 1}));
+  int32_t id = 0;
+  std::memcpy(&id, host[0].data.data(), sizeof(id));
+  return id;
+}
+
+absl::StatusOr<std::vector<float>> ReadLogits(ComputationClient& client, const DataPtr& logits) {
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, client.TransferFromDevice({&logits, 1}));
+  std::vector<float> values(host[0].data.size() / sizeof(float));
+  std::memcpy(values.data(), host[0].data.data(), values.size() * sizeof(float));
+  return values;
+}
+
+// Samples from softmax(logits / temperature) restricted to the smallest set of most likely
+// tokens whose probability reaches top_p (ties broken by the lower id).
+int32_t Sample(const std::vector<float>& logits, const SamplingOptions& s, std::mt19937_64& rng) {
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  const double top = logits[order[0]];
+  std::vector<double> p(order.size());
+  double total = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    p[i] = std::exp((double(logits[order[i]]) - top) / s.temperature);
+    total += p[i];
+  }
+  size_t keep = 0;
+  double mass = 0;
+  while (keep < order.size() && mass < s.top_p * total) mass += p[keep++];
+  keep = std::max<size_t>(keep, 1);
+  double u = std::uniform_real_distribution<double>(0.0, mass)(rng);
+  for (size_t i = 0; i < keep; ++i) {
+    if (u < p[i]) return order[i];
+    u -= p[i];
+  }
+  return order[keep - 1];
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(LlamaConfig config,
+                                                               ComputationClient& client,
+                                                               Executor& executor,
+                                                               const ModelOptions& options) {
+  SHARDRT_RETURN_IF_ERROR(CheckPartitions(config, options.partitions));
+  ModelOptions o = options;
+  if (o.granule < 1 || o.granule % o.partitions != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("bucket granule ", o.granule,
+                                                   ": expected a multiple of the ",
+                                                   o.partitions, " devices"));
+  }
+  if (o.cache_len < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("cache length ", o.cache_len, ": expected >= 1"));
+  }
+  o.cache_len = (o.cache_len + o.granule - 1) / o.granule * o.granule;
+  const int64_t max_cache = config.context / o.granule * o.granule;
+  if (o.cache_len > max_cache) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache length ", options.cache_len, ": the model's context holds ",
+                     config.context, " positions"));
+  }
+  return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(config), client, executor, o));
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const GgufFile& file,
+                                                             ComputationClient& client,
+                                                             Executor& executor,
+                                                             const ModelOptions& options) {
+  SHARDRT_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
+  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                           Create(std::move(config), client, executor, options));
+  SHARDRT_RETURN_IF_ERROR(model->LoadWeights(file));
+  return model;
+}
+
+absl::Status LlamaModel::LoadWeights(const GgufFile& file) {
+  SHARDRT_ASSIGN_OR_RETURN(LlamaConfig file_config, LlamaConfig::FromGguf(file));
+  if (file_config.vocab != config_.vocab || file_config.d_model != config_.d_model ||
+      file_config.n_layers != config_.n_layers || file_config.ffn != config_.ffn ||
+      file_config.n_heads != config_.n_heads || file_config.n_kv_heads != config_.n_kv_heads) {
+    return absl::InvalidArgumentError(absl::StrCat("GGUF file ", file.path(),
+                                                   ": its model has other sizes than this one"));
+  }
+  SHARDRT_ASSIGN_OR_RETURN(weights_,
+                           llama::LoadWeights(file, config_, options_.partitions, client_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ComputationPtr> LlamaModel::Program(bool prefill, int64_t size) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = programs_.find({prefill, size});
+    if (it != programs_.end()) return it->second;
+  }
+  // Compiled without the lock, so that several programs compile at once (Prepare); two
+  // threads asking for the same program both compile it and the first one kept wins.
+  ProgramShape shape{options_.partitions, options_.cache_len, prefill ? size : 0,
+                     prefill ? 0 : size};
+  SHARDRT_ASSIGN_OR_RETURN(LlamaProgram program,
+                           prefill ? EmitPrefill(config_, shape) : EmitDecode(config_, shape));
+  CompileRequest request;
+  request.name = program.name;
+  request.program = std::move(program.mlir);
+  request.options.num_partitions = options_.partitions;
+  SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation, client_.Compile(request));
+  absl::MutexLock lock(&mu_);
+  return programs_.emplace(std::make_pair(prefill, size), computation).first->second;
+}
+
+absl::Status LlamaModel::Prepare(int64_t prompt_len, int64_t max_tokens) {
+  if (prompt_len < 1 || max_tokens < 1 || prompt_len + max_tokens - 1 > options_.cache_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prepare: a prompt of ", prompt_len, " tokens and ", max_tokens,
+        " generated tokens do not fit the cache of ", options_.cache_len, " positions"));
+  }
+  // The prefill bucket and every decode window positions prompt_len .. prompt_len +
+  // max_tokens - 2 fall into.
+  std::vector<std::pair<bool, int64_t>> wanted = {
+      {true, Bucket(prompt_len, options_.granule, options_.cache_len)}};
+  const int64_t last = std::max(prompt_len, prompt_len + max_tokens - 2);
+  for (int64_t w = Bucket(prompt_len + 1, options_.granule, options_.cache_len);;
+       w = Bucket(w + 1, options_.granule, options_.cache_len)) {
+    wanted.emplace_back(false, w);
+    if (w > last || w >= options_.cache_len) break;
+  }
+  return ParallelFor(client_.pool(), int64_t(wanted.size()), ParallelCost{.per_item_ns = 1e9},
+                     [&](int64_t begin, int64_t end) -> absl::Status {
+                       for (int64_t i = begin; i < end; ++i) {
+                         SHARDRT_RETURN_IF_ERROR(
+                             Program(wanted[i].first, wanted[i].second).status());
+                       }
+                       return absl::OkStatus();
+                     });
+}
+
+absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& prompt,
+                                                    const GenerateOptions& options,
+                                                    const std::function<bool(int32_t)>& on_token) {
+  if (weights_.empty()) {
+    return absl::FailedPreconditionError("generate: the model's weights are not loaded");
+  }
+  const int64_t n = int64_t(prompt.size());
+  if (n < 1) return absl::InvalidArgumentError("the prompt has no tokens");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= config_.vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", i, " is ", prompt[i],
+                                                     ", outside the vocabulary [0, ",
+                                                     config_.vocab, ")"));
+    }
+  }
+  if (options.max_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max tokens ", options.max_tokens, ": expected >= 1"));
+  }
+  // Decode step i (1-based) runs generated token i at position n + i - 1.
+  if (n + options.max_tokens - 1 > options_.cache_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a prompt of ", n, " tokens and ", options.max_tokens, " generated tokens need ",
+        n + options.max_tokens - 1, " cache positions; the cache holds ", options_.cache_len));
+  }
+  const bool sampling = options.sampling.temperature > 0;
+  if (options.sampling.temperature < 0 || !(options.sampling.top_p > 0) ||
+      options.sampling.top_p > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampling: temperature ", options.sampling.temperature, " (expected >= 0) and top-p ",
+        options.sampling.top_p, " (expected in (0, 1])"));
+  }
+  const int64_t lookahead = sampling ? 0 : std::max<int64_t>(options.lookahead, 1);
+  const bool need_logits = options.keep_logits || sampling;
+
+  const int64_t bucket = Bucket(n, options_.granule, options_.cache_len);
+  SHARDRT_ASSIGN_OR_RETURN(ComputationPtr prefill, Program(true, bucket));
+
+  GenerateResult result;
+  result.prompt_tokens = n;
+  std::mt19937_64 rng(options.sampling.seed);
+  const Clock::time_point start = Clock::now();
+  Clock::time_point first_token, last_token;
+
+  // The prompt padded to the bucket, and its length.
+  std::vector<int32_t> padded(prompt);
+  padded.resize(bucket, prompt.back());
+  const int32_t length = int32_t(n);
+  const HostArrayView inputs[] = {
+      {ElementType::kS32, {bucket}, std::as_bytes(std::span<const int32_t>(padded))},
+      {ElementType::kS32, {}, std::as_bytes(std::span<const int32_t>(&length, 1))}};
+  const std::shared_ptr<const DataLayout> input_layouts[] = {prefill->parameter_layout(0),
+                                                             prefill->parameter_layout(1)};
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> prompt_data,
+                           client_.TransferToDevice(inputs, input_layouts));
+  std::vector<DataPtr> args = std::move(prompt_data);
+  args.insert(args.end(), weights_.begin(), weights_.end());
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state, executor_.Schedule(prefill, std::move(args)));
+
+  // Steps scheduled whose token has not been read: (next_token, logits) placeholders.
+  std::deque<std::pair<DataPtr, DataPtr>> pending;
+  pending.emplace_back(state[2], need_logits ? state[3] : nullptr);
+  bool stop = false;
+  int64_t scheduled = 1;  // tokens whose step is scheduled
+  // Reads the oldest pending token (sampling it from the logits when sampling); false once
+  // generation must stop.
+  auto read_one = [&]() -> absl::StatusOr<int32_t> {
+    auto [token_data, logits_data] = std::move(pending.front());
+    pending.pop_front();
+    int32_t token;
+    std::vector<float> logits;
+    if (need_logits) {
+      SHARDRT_ASSIGN_OR_RETURN(logits, ReadLogits(client_, logits_data));
+    }
+    if (sampling) {
+      token = Sample(logits, options.sampling, rng);
+    } else {
+      SHARDRT_ASSIGN_OR_RETURN(token, ReadToken(client_, token_data));
+    }
+    last_token = Clock::now();
+    if (result.tokens.empty()) first_token = last_token;
+    result.tokens.push_back(token);
+    if (options.keep_logits) result.logits.push_back(std::move(logits));
+    const bool is_stop = std::find(options.stop_tokens.begin(), options.stop_tokens.end(),
+                                   token) != options.stop_tokens.end();
+    if ((on_token && !on_token(token)) || is_stop ||
+        int64_t(result.tokens.size()) >= options.max_tokens) {
+      stop = true;
+    }
+    return token;
+  };
+
+  DataPtr sampled;  // the host's choice, uploaded, when sampling
+  while (!stop) {
+    // Read tokens until at most `lookahead` steps are ahead of the host.
+    while (!stop && !pending.empty() && int64_t(pending.size()) > lookahead) {
+      SHARDRT_ASSIGN_OR_RETURN(int32_t token, read_one());
+      if (sampling) {
+        const HostArrayView view{ElementType::kS32, {},
+                                 std::as_bytes(std::span<const int32_t>(&token, 1))};
+        const std::shared_ptr<const DataLayout> layout = prefill->output_layout(2);
+        SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> up,
+                                 client_.TransferToDevice({&view, 1}, {&layout, 1}));
+        sampled = std::move(up[0]);
+      }
+    }
+    if (stop) break;
+    if (scheduled >= options.max_tokens) {  // every step is scheduled: read the rest
+      SHARDRT_RETURN_IF_ERROR(read_one().status());
+      continue;
+    }
+    // Decode step `scheduled`: the newest token at position n + scheduled - 1.
+    const int32_t position = int32_t(n + scheduled - 1);
+    SHARDRT_ASSIGN_OR_RETURN(
+        ComputationPtr decode,
+        Program(false, Bucket(position + 1, options_.granule, options_.cache_len)));
+    const HostArrayView view{ElementType::kS32, {},
+                             std::as_bytes(std::span<const int32_t>(&position, 1))};
+    const std::shared_ptr<const DataLayout> layout = decode->parameter_layout(3);
+    SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> position_data,
+                             client_.TransferToDevice({&view, 1}, {&layout, 1}));
+    std::vector<DataPtr> step = {std::move(state[0]), std::move(state[1]),
+                                 sampling ? sampled : state[2], std::move(position_data[0])};
+    step.insert(step.end(), weights_.begin(), weights_.end());
+    SHARDRT_ASSIGN_OR_RETURN(state, executor_.Schedule(decode, std::move(step)));
+    pending.emplace_back(state[2], need_logits ? state[3] : nullptr);
+    ++scheduled;
+  }
+  // Steps scheduled past a stop are discarded; wait for them so the caches are released.
+  pending.clear();
+  state.clear();
+  SHARDRT_RETURN_IF_ERROR(executor_.WaitForAll());
+  result.prefill_seconds = Seconds(start, first_token);
+  result.decode_seconds = Seconds(first_token, last_token);
+  return result;
+}
+
+}  // namespace shardrt::llama

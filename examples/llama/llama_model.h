@@ -1,0 +1,118 @@
+// LlamaModel: a Llama model on P devices, ready to generate: its weights on device (sharded,
+// loaded once), and its programs, compiled on first use for each prompt bucket and decode
+// window (prefill and decode, llama_program.h).
+//
+// Generate runs prefill, then one decode step per token on the runtime's asynchronous executor:
+// each step takes the previous step's caches and token as placeholders (nothing returns to the
+// host between steps), and the host only reads the tokens, `lookahead` steps behind the newest
+// scheduled one, so the devices always have the next steps queued. The caches are donated at
+// every step. Sampling (temperature > 0) runs on the host from the step's logits, which then
+// makes each step wait for the previous token.
+//
+// Thread safety: one Generate at a time per model (the caches are per call); the model may be
+// used from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "llama/gguf.h"
+#include "llama/llama_config.h"
+#include "llama/llama_program.h"
+#include "shardrt/client/computation_client.h"
+#include "shardrt/executor/executor.h"
+
+namespace shardrt::llama {
+
+struct ModelOptions {
+  int64_t partitions = 8;
+  // Positions the KV cache holds: the prompt plus every generated token must fit. Rounded up
+  // to a multiple of the bucket granule, at most the model's context.
+  int64_t cache_len = 512;
+  // Prompt buckets and decode windows are granule, 2 granule, 4 granule, ... (a multiple of
+  // partitions).
+  int64_t granule = 64;
+};
+
+struct SamplingOptions {
+  double temperature = 0.0;  // 0: greedy (argmax, in the program)
+  double top_p = 1.0;        // nucleus: sample among the most likely tokens holding this mass
+  uint64_t seed = 0;
+};
+
+struct GenerateOptions {
+  int64_t max_tokens = 256;  // generated tokens at most (the stop token included)
+  std::vector<int32_t> stop_tokens;  // generation ends after one of these
+  SamplingOptions sampling;
+  bool keep_logits = false;  // return every step's logits (downloads them)
+  int64_t lookahead = 4;     // decode steps scheduled beyond the token being read (>= 1)
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;              // generated, in order (a stop token included)
+  std::vector<std::vector<float>> logits;   // per generated token, when keep_logits
+  double prefill_seconds = 0;  // prompt upload to the first token on the host
+  double decode_seconds = 0;   // first token to the last (both on the host)
+  int64_t prompt_tokens = 0;
+};
+
+class LlamaModel {
+ public:
+  // A model of `config` on the first options.partitions devices, without weights yet.
+  // `client` and `executor` are borrowed and must outlive the model. Errors: CheckPartitions',
+  // InvalidArgument for options.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
+      LlamaConfig config, ComputationClient& client, Executor& executor,
+      const ModelOptions& options);
+  // Create, then LoadWeights from `file` (whose config it reads).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(
+      const GgufFile& file, ComputationClient& client, Executor& executor,
+      const ModelOptions& options);
+
+  // Dequantizes and uploads the weights (llama_weights.h) from `file`, which must hold this
+  // model's config; the file is not needed afterwards. Errors: LoadWeights', InvalidArgument
+  // for a file of another config. Not concurrent with Generate.
+  [[nodiscard]] absl::Status LoadWeights(const GgufFile& file);
+
+  const LlamaConfig& config() const { return config_; }
+  int64_t partitions() const { return options_.partitions; }
+  int64_t cache_len() const { return options_.cache_len; }
+
+  // Compiles, several at once on the client's pool, every program a generation of up to
+  // `max_tokens` tokens after a prompt of `prompt_len` tokens uses and that is not compiled yet:
+  // its prefill bucket and every decode window it reaches. Generate compiles what it needs on
+  // first use; calling Prepare first keeps compilation (and the compiler's memory) out of the
+  // generation. Errors: InvalidArgument when they do not fit the cache; compile errors.
+  [[nodiscard]] absl::Status Prepare(int64_t prompt_len, int64_t max_tokens);
+
+  // Generates from `prompt` (token ids, at least one); the weights must be loaded. `on_token` is called on this thread for
+  // each token in order as soon as it is on the host; returning false stops generation.
+  // Errors: FailedPrecondition before LoadWeights; InvalidArgument for an empty prompt, an id outside the vocabulary, a prompt and
+  // max_tokens that do not fit the cache, bad sampling options; compile and execution errors.
+  [[nodiscard]] absl::StatusOr<GenerateResult> Generate(
+      const std::vector<int32_t>& prompt, const GenerateOptions& options,
+      const std::function<bool(int32_t)>& on_token = nullptr);
+
+ private:
+  LlamaModel(LlamaConfig config, ComputationClient& client, Executor& executor,
+             ModelOptions options)
+      : config_(std::move(config)), client_(client), executor_(executor), options_(options) {}
+
+  absl::StatusOr<ComputationPtr> Program(bool prefill, int64_t size);
+
+  const LlamaConfig config_;
+  ComputationClient& client_;
+  Executor& executor_;
+  const ModelOptions options_;
+  std::vector<DataPtr> weights_;  // empty until LoadWeights
+  absl::Mutex mu_;
+  std::map<std::pair<bool, int64_t>, ComputationPtr> programs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shardrt::llama

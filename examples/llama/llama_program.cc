@@ -1,0 +1,387 @@
+#include "llama/llama_program.h"
+
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "shardrt/base/status_macros.h"
+#include "stablehlo/builder.h"
+
+namespace shardrt::llama {
+namespace {
+
+using stablehlo::Builder;
+using stablehlo::F32;
+using stablehlo::I32;
+using stablehlo::Type;
+using stablehlo::Value;
+
+ArraySpec S32(std::string name, std::vector<int64_t> dims) {
+  return ArraySpec{std::move(name), ElementType::kS32, std::move(dims), -1};
+}
+
+Type TypeOf(const ArraySpec& spec, std::vector<int64_t> dims) {
+  return Type{std::move(dims), spec.type == ElementType::kS32 ? "i32" : "f32"};
+}
+
+// Writes the per-device model code. With one partition there is no SPMD at all: no sharding
+// custom calls, no collectives, partition id 0.
+class Emitter {
+ public:
+  Emitter(const LlamaConfig& c, int64_t partitions) : c_(c), p_(partitions) {
+    pid_ = p_ == 1 ? b_.I32(0) : b_.PartitionId();
+  }
+
+  Builder& b() { return b_; }
+  const Value& pid() const { return pid_; }
+
+  // The device's part of parameter `index` (spec) as a value of local shape.
+  Value Enter(int64_t index, const ArraySpec& spec) {
+    Value global{absl::StrCat("%arg", index), TypeOf(spec, spec.dims)};
+    if (p_ == 1) return global;
+    return b_.FullToShard(global, ShardingText(spec, p_), TypeOf(spec, ShardDims(spec, p_)));
+  }
+  // The device's `local` as the global result `spec`.
+  Value Leave(const Value& local, const ArraySpec& spec) {
+    if (p_ == 1) return local;
+    return b_.ShardToFull(local, ShardingText(spec, p_), TypeOf(spec, spec.dims));
+  }
+
+  void SetWeight(const std::string& name, Value v) { w_.emplace(name, std::move(v)); }
+  const Value& W(const std::string& name) const { return w_.at(name); }
+
+  Value AllReduce(const Value& v) { return p_ == 1 ? v : b_.AllReduce(v, p_); }
+  Value AllGather(const Value& v, int64_t dim) { return p_ == 1 ? v : b_.AllGather(v, dim, p_); }
+
+  // x [s, d] * rsqrt(mean(x^2) + eps) * gain.
+  Value RmsNorm(const Value& x, const Value& gain) {
+    const int64_t s = x.type.dims[0], d = x.type.dims[1];
+    Value sum = b_.Reduce(b_.Mul(x, x), {1}, "add", b_.Splat(0.0, F32({})));
+    Value ms = b_.Div(sum, b_.Splat(double(d), F32({s})));
+    Value inv = b_.Unary("rsqrt", b_.Add(ms, b_.Splat(c_.norm_eps, F32({s}))));
+    Value y = b_.Mul(x, b_.Broadcast(inv, {s, d}, {0}));
+    return b_.Mul(b_.Broadcast(gain, {s, d}, {1}), y);
+  }
+
+  // x [s, k] times the rows of w [n, k] -> [s, n] (w holds output features as rows).
+  Value Linear(const Value& x, const Value& w) { return b_.Dot(x, w, {}, {}, {1}, {1}); }
+
+  // Rows of the vocabulary-split embedding for tokens [s]: each device looks up the tokens in
+  // its rows (zeros for the others), and the sum over devices is the embedding.
+  Value Embed(const Value& tokens) {
+    const int64_t s = tokens.type.dims[0], rows = c_.vocab / p_;
+    Value first = b_.Mul(pid_, b_.I32(rows));
+    Value local = b_.Sub(tokens, b_.Broadcast(first, {s}, {}));
+    Value in = b_.Binary("and", b_.Compare(local, b_.Splat(0, I32({s})), "GE"),
+                         b_.Compare(local, b_.Splat(double(rows), I32({s})), "LT"));
+    Value idx = b_.Select(in, local, b_.Splat(0, I32({s})));
+    Value found = b_.Gather(W("token_embd"), idx);
+    Value mask = b_.Broadcast(in, {s, c_.d_model}, {0});
+    return AllReduce(b_.Select(mask, found, b_.Splat(0.0, F32({s, c_.d_model}))));
+  }
+
+  // RoPE on x [s, heads, hd] at positions pos s32[s], rotating adjacent pairs (2i, 2i+1) by
+  // pos * base^(-2i/hd): GGUF stores Q and K rows in that order.
+  Value Rope(const Value& x, const Value& pos) {
+    const int64_t s = x.type.dims[0], h = x.type.dims[1], hd = x.type.dims[2], half = hd / 2;
+    std::vector<float> inv_freq(half);
+    for (int64_t i = 0; i < half; ++i) {
+      const float exponent = float(2 * i) / float(hd);
+      inv_freq[i] = 1.0f / std::pow(float(c_.rope_base), exponent);
+    }
+    Value freq = b_.Constant(inv_freq, {half});
+    Value angle = b_.Mul(b_.Broadcast(b_.Convert(pos, "f32"), {s, half}, {0}),
+                         b_.Broadcast(freq, {s, half}, {1}));
+    Value cos = b_.Broadcast(b_.Unary("cosine", angle), {s, h, half}, {0, 2});
+    Value sin = b_.Broadcast(b_.Unary("sine", angle), {s, h, half}, {0, 2});
+    Value pairs = b_.Reshape(x, {s, h, half, 2});
+    Value x0 = b_.Reshape(b_.Slice(pairs, {0, 0, 0, 0}, {s, h, half, 1}), {s, h, half});
+    Value x1 = b_.Reshape(b_.Slice(pairs, {0, 0, 0, 1}, {s, h, half, 2}), {s, h, half});
+    Value r0 = b_.Sub(b_.Mul(x0, cos), b_.Mul(x1, sin));
+    Value r1 = b_.Add(b_.Mul(x0, sin), b_.Mul(x1, cos));
+    Value out = b_.Concatenate(
+        {b_.Reshape(r0, {s, h, half, 1}), b_.Reshape(r1, {s, h, half, 1})}, 3);
+    return b_.Reshape(out, {s, h, hd});
+  }
+
+  struct Qkv {
+    Value q, k, v;  // [s, heads, hd], [s, kv, hd], [s, kv, hd]; q and k rotated
+  };
+  // The normalized x projected to queries, keys and values: each device computes its slice of
+  // the q, k and v features, one all-gather gives every device all of them.
+  Qkv Project(const Value& x, const std::string& n, const Value& pos) {
+    const int64_t s = x.type.dims[0], cq = c_.q_dim() / p_, ckv = c_.kv_dim() / p_;
+    const int64_t width = cq + 2 * ckv;
+    Value h = RmsNorm(x, W(n + "attn_norm"));
+    Value all = b_.Reshape(AllGather(Linear(h, W(n + "wqkv")), 1), {s, p_, width});
+    auto part = [&](int64_t begin, int64_t size, int64_t heads) {
+      Value slice = b_.Slice(all, {0, 0, begin}, {s, p_, begin + size});
+      return b_.Reshape(slice, {s, heads, c_.head_dim});
+    };
+    return Qkv{Rope(part(0, cq, c_.n_heads), pos), Rope(part(cq, ckv, c_.n_kv_heads), pos),
+               part(cq + ckv, ckv, c_.n_kv_heads)};
+  }
+
+  // Causal attention of q [s, heads, hd] at positions qpos s32[s] over this device's keys and
+  // values [t, kv, hd], which sit at positions pid + P * j. Each device computes, per query
+  // and head, its maximum score m, the sum l of exp(score - m) and the exp-weighted values o;
+  // one all-gather brings every device's (o, m, l), which combine exactly as one softmax over
+  // all positions. Returns [s, heads * hd].
+  Value Attention(const Value& q, const Value& qpos, const Value& keys, const Value& values) {
+    const int64_t s = q.type.dims[0], kv = c_.n_kv_heads, g = c_.n_heads / kv,
+                  hd = c_.head_dim, t = keys.type.dims[0];
+    Value q4 = b_.Reshape(q, {s, kv, g, hd});
+    Value scores = b_.Dot(q4, keys, {1}, {1}, {3}, {2});  // [kv, s, g, t]
+    scores = b_.Scale(scores, 1.0 / std::sqrt(double(hd)));
+    Value kpos = b_.Add(b_.Mul(b_.Iota(I32({t}), 0), b_.Splat(double(p_), I32({t}))),
+                        b_.Broadcast(pid_, {t}, {}));
+    Value allowed = b_.Compare(b_.Broadcast(kpos, {s, t}, {1}), b_.Broadcast(qpos, {s, t}, {0}),
+                               "LE");
+    const std::vector<int64_t> full = {kv, s, g, t};
+    scores = b_.Select(b_.Broadcast(allowed, full, {1, 3}), scores, b_.Splat(-1e30, F32(full)));
+    Value m = b_.Reduce(scores, {3}, "maximum", b_.NegInf());  // [kv, s, g]
+    Value e = b_.Unary("exponential", b_.Sub(scores, b_.Broadcast(m, full, {0, 1, 2})));
+    Value l = b_.Reduce(e, {3}, "add", b_.Splat(0.0, F32({})));
+    Value o = b_.Dot(e, values, {0}, {1}, {3}, {0});  // [kv, s, g, hd]
+    const std::vector<int64_t> out4 = {kv, s, g, hd};
+    if (p_ > 1) {
+      Value packed = b_.Concatenate(
+          {o, b_.Reshape(m, {kv, s, g, 1}), b_.Reshape(l, {kv, s, g, 1})}, 3);
+      Value all = b_.AllGather(b_.Reshape(packed, {1, kv, s, g, hd + 2}), 0, p_);
+      auto field = [&](int64_t begin, int64_t size) {
+        return b_.Slice(all, {0, 0, 0, 0, begin}, {p_, kv, s, g, begin + size});
+      };
+      const std::vector<int64_t> each = {p_, kv, s, g};
+      Value ms = b_.Reshape(field(hd, 1), each);
+      Value ls = b_.Reshape(field(hd + 1, 1), each);
+      m = b_.Reduce(ms, {0}, "maximum", b_.NegInf());
+      Value scale = b_.Unary("exponential", b_.Sub(ms, b_.Broadcast(m, each, {1, 2, 3})));
+      l = b_.Reduce(b_.Mul(ls, scale), {0}, "add", b_.Splat(0.0, F32({})));
+      Value os = b_.Mul(field(0, hd), b_.Broadcast(scale, {p_, kv, s, g, hd}, {0, 1, 2, 3}));
+      o = b_.Reduce(os, {0}, "add", b_.Splat(0.0, F32({})));
+    }
+    Value out = b_.Div(o, b_.Broadcast(l, out4, {0, 1, 2}));
+    return b_.Reshape(b_.Transpose(out, {1, 0, 2, 3}), {s, c_.q_dim()});
+  }
+
+  // x + attention output projected by wo (each device its slice of the outputs, all-gathered).
+  Value AttentionResidual(const Value& x, const Value& attn, const std::string& n) {
+    return b_.Add(x, AllGather(Linear(attn, W(n + "wo")), 1));
+  }
+
+  // x + down(silu(gate(h)) * up(h)), h = the normalized x: each device computes its slice of
+  // the hidden features and a partial down projection; one all-reduce sums them.
+  Value Mlp(const Value& x, const std::string& n) {
+    const int64_t s = x.type.dims[0], f = c_.ffn / p_;
+    Value h = RmsNorm(x, W(n + "ffn_norm"));
+    Value gu = Linear(h, W(n + "wgu"));
+    Value gate = b_.Slice(gu, {0, 0}, {s, f});
+    Value up = b_.Slice(gu, {0, f}, {s, 2 * f});
+    Value act = b_.Mul(b_.Mul(gate, b_.Unary("logistic", gate)), up);
+    return b_.Add(x, AllReduce(Linear(act, W(n + "wdown"))));
+  }
+
+  struct Head {
+    Value next_token;  // s32[] on every device
+    Value logits;      // f32[vocab / P], this device's rows of the vocabulary
+  };
+  // The logits of x [1, d] and the greedy token: each device scores its vocabulary rows and
+  // proposes its best; one all-gather of the proposals, and every device picks the same.
+  Head Logits(const Value& x) {
+    const int64_t rows = c_.vocab / p_;
+    Value h = RmsNorm(x, W("output_norm"));
+    Value logits = b_.Reshape(Linear(h, W("token_embd")), {rows});
+    Builder::MaxAndIndex best = b_.ArgMax(logits);
+    Value index = b_.Add(best.index, b_.Mul(pid_, b_.I32(rows)));
+    if (p_ == 1) return Head{index, logits};
+    Value maxes = b_.AllGather(b_.Reshape(best.max, {1}), 0, p_);
+    Value indices = b_.AllGather(b_.Reshape(index, {1}), 0, p_);
+    return Head{b_.ArgMax(maxes, indices).index, logits};
+  }
+
+ private:
+  const LlamaConfig& c_;
+  const int64_t p_;
+  Builder b_;
+  Value pid_;
+  std::map<std::string, Value> w_;
+};
+
+struct Signature {
+  std::vector<ArraySpec> parameters, outputs;
+  std::vector<std::pair<int64_t, int64_t>> aliases;
+};
+
+std::string Module(absl::string_view name, int64_t partitions, const Signature& sig,
+                   const std::string& body, const std::vector<Value>& results) {
+  std::vector<std::string> params, outs, refs, types;
+  for (size_t i = 0; i < sig.parameters.size(); ++i) {
+    const ArraySpec& spec = sig.parameters[i];
+    std::string attrs =
+        absl::StrCat("mhlo.sharding = \"", ShardingText(spec, partitions), "\"");
+    for (const auto& [param, out] : sig.aliases) {
+      if (param == int64_t(i)) absl::StrAppend(&attrs, ", tf.aliasing_output = ", out, " : i32");
+    }
+    params.push_back(
+        absl::StrCat("%arg", i, ": ", stablehlo::SpecTypeText(spec), " {", attrs, "}"));
+  }
+  for (size_t i = 0; i < sig.outputs.size(); ++i) {
+    outs.push_back(absl::StrCat(stablehlo::SpecTypeText(sig.outputs[i]), " {mhlo.sharding = \"",
+                                ShardingText(sig.outputs[i], partitions), "\"}"));
+    refs.push_back(results[i].ref);
+    types.push_back(stablehlo::TypeText(results[i].type));
+  }
+  return absl::StrCat("module @llama_", name, " attributes {mhlo.num_partitions = ", partitions,
+                      " : i32, mhlo.num_replicas = 1 : i32} {\n",
+                      "  func.func public @main(\n      ", absl::StrJoin(params, ",\n      "),
+                      ")\n      -> (", absl::StrJoin(outs, ",\n          "), ") {\n", body,
+                      "    func.return ", absl::StrJoin(refs, ", "), " : ",
+                      absl::StrJoin(types, ", "), "\n  }\n}\n");
+}
+
+absl::Status CheckShape(const LlamaConfig& c, const ProgramShape& shape, int64_t size,
+                        const char* what) {
+  SHARDRT_RETURN_IF_ERROR(CheckPartitions(c, shape.partitions));
+  const int64_t p = shape.partitions;
+  if (shape.cache_len < p || shape.cache_len % p != 0 || shape.cache_len > c.context) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache length ", shape.cache_len, ": expected a multiple of ", p,
+                     " devices within the model's context of ", c.context));
+  }
+  if (size < p || size % p != 0 || size > shape.cache_len) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", size, ": expected a multiple of ",
+                                                   p, " devices within the cache length ",
+                                                   shape.cache_len));
+  }
+  return absl::OkStatus();
+}
+
+// Declares the weights as parameters from index `first` and enters them.
+void EnterWeights(Emitter& e, const LlamaConfig& c, Signature& sig) {
+  for (const ArraySpec& spec : WeightSpecs(c)) {
+    const int64_t index = int64_t(sig.parameters.size());
+    sig.parameters.push_back(spec);
+    e.SetWeight(spec.name, e.Enter(index, spec));
+  }
+}
+
+}  // namespace
+
+int64_t Bucket(int64_t n, int64_t granule, int64_t cap) {
+  int64_t b = granule;
+  while (b < n && b < cap) b *= 2;
+  return b > cap ? cap : b;
+}
+
+absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& c, const ProgramShape& shape) {
+  SHARDRT_RETURN_IF_ERROR(CheckShape(c, shape, shape.tokens, "prompt bucket"));
+  const int64_t p = shape.partitions, s = shape.tokens, slots = shape.cache_len / p;
+  const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.cache_len);
+  Signature sig;
+  sig.parameters = {S32("tokens", {s}), S32("length", {})};
+  sig.outputs = caches;
+  sig.outputs.push_back(S32("next_token", {}));
+  sig.outputs.push_back(ArraySpec{"logits", ElementType::kF32, {c.vocab}, 0});
+
+  Emitter e(c, p);
+  Builder& b = e.b();
+  Value tokens = e.Enter(0, sig.parameters[0]);
+  Value length = e.Enter(1, sig.parameters[1]);
+  EnterWeights(e, c, sig);
+
+  Value pos = b.Iota(I32({s}), 0);
+  Value x = e.Embed(tokens);
+  std::vector<Value> k_layers, v_layers;
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string n = absl::StrCat("blk.", i, ".");
+    Emitter::Qkv qkv = e.Project(x, n, pos);
+    // This device's positions pid + P j of the prompt: [s / P, kv, hd].
+    auto mine = [&](const Value& a) {
+      Value r = b.Reshape(a, {s / p, p, c.n_kv_heads, c.head_dim});
+      Value zero = b.I32(0);
+      Value d = b.DynamicSlice(r, {zero, e.pid(), zero, zero}, {s / p, 1, c.n_kv_heads, c.head_dim});
+      return b.Reshape(d, {s / p, c.n_kv_heads, c.head_dim});
+    };
+    Value keys = mine(qkv.k), values = mine(qkv.v);
+    x = e.AttentionResidual(x, e.Attention(qkv.q, pos, keys, values), n);
+    x = e.Mlp(x, n);
+    for (auto [kv, out] : {std::pair{keys, &k_layers}, std::pair{values, &v_layers}}) {
+      Value r = b.Reshape(kv, {1, 1, s / p, c.n_kv_heads, c.head_dim});
+      out->push_back(b.PadHigh(r, {0, 0, slots - s / p, 0, 0}));
+    }
+  }
+  Value last = b.DynamicSlice(x, {b.Sub(length, b.I32(1)), b.I32(0)}, {1, c.d_model});
+  Emitter::Head head = e.Logits(last);
+  std::vector<Value> results = {e.Leave(b.Concatenate(k_layers, 0), caches[0]),
+                                e.Leave(b.Concatenate(v_layers, 0), caches[1]),
+                                e.Leave(head.next_token, sig.outputs[2]),
+                                e.Leave(head.logits, sig.outputs[3])};
+  LlamaProgram program;
+  program.name = absl::StrCat("prefill_", s);
+  program.mlir = Module(program.name, p, sig, b.body(), results);
+  program.parameters = std::move(sig.parameters);
+  program.outputs = std::move(sig.outputs);
+  return program;
+}
+
+absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape& shape) {
+  SHARDRT_RETURN_IF_ERROR(CheckShape(c, shape, shape.window, "window"));
+  const int64_t p = shape.partitions, w = shape.window;
+  const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.cache_len);
+  Signature sig;
+  sig.parameters = caches;
+  sig.parameters.push_back(S32("token", {}));
+  sig.parameters.push_back(S32("position", {}));
+  sig.outputs = caches;
+  sig.outputs.push_back(S32("next_token", {}));
+  sig.outputs.push_back(ArraySpec{"logits", ElementType::kF32, {c.vocab}, 0});
+  sig.aliases = {{0, 0}, {1, 1}};
+
+  Emitter e(c, p);
+  Builder& b = e.b();
+  Value k_cache = e.Enter(0, caches[0]);
+  Value v_cache = e.Enter(1, caches[1]);
+  Value token = e.Enter(2, sig.parameters[2]);
+  Value position = e.Enter(3, sig.parameters[3]);
+  EnterWeights(e, c, sig);
+
+  Value pos = b.Reshape(position, {1});
+  Value x = e.Embed(b.Reshape(token, {1}));
+  // The token's key and value go to device position % P, slot position / P; every device
+  // rewrites that slot, the others with what it held.
+  Value slot = b.Binary("divide", position, b.I32(p));
+  Value mine = b.Compare(b.Binary("remainder", position, b.I32(p)), e.pid(), "EQ");
+  const Value zero = b.I32(0);
+  const std::vector<int64_t> one = {1, 1, 1, c.n_kv_heads, c.head_dim};
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string n = absl::StrCat("blk.", i, ".");
+    Emitter::Qkv qkv = e.Project(x, n, pos);
+    const Value layer = b.I32(i);
+    auto write = [&](Value& cache, const Value& kv) {
+      const std::vector<Value> at = {layer, zero, slot, zero, zero};
+      Value held = b.DynamicSlice(cache, at, one);
+      Value chosen = b.Select(b.Broadcast(mine, one, {}), b.Reshape(kv, one), held);
+      cache = b.DynamicUpdateSlice(cache, chosen, at);
+      Value window = b.Slice(cache, {i, 0, 0, 0, 0}, {i + 1, 1, w / p, c.n_kv_heads, c.head_dim});
+      return b.Reshape(window, {w / p, c.n_kv_heads, c.head_dim});
+    };
+    Value keys = write(k_cache, qkv.k);
+    Value values = write(v_cache, qkv.v);
+    x = e.AttentionResidual(x, e.Attention(qkv.q, pos, keys, values), n);
+    x = e.Mlp(x, n);
+  }
+  Emitter::Head head = e.Logits(x);
+  std::vector<Value> results = {e.Leave(k_cache, caches[0]), e.Leave(v_cache, caches[1]),
+                                e.Leave(head.next_token, sig.outputs[2]),
+                                e.Leave(head.logits, sig.outputs[3])};
+  LlamaProgram program;
+  program.name = absl::StrCat("decode_", w);
+  program.mlir = Module(program.name, p, sig, b.body(), results);
+  program.parameters = std::move(sig.parameters);
+  program.outputs = std::move(sig.outputs);
+  program.aliases = std::move(sig.aliases);
+  return program;
+}
+
+}  // namespace shardrt::llama

@@ -1,0 +1,70 @@
+// The StableHLO emitter of a Llama model: a LlamaConfig becomes the MLIR text of two SPMD
+// programs for P devices, written per device (manual SPMD: every parameter enters per-device
+// code through @SPMDFullToShardShape and every result leaves through @SPMDShardToFullShape) with
+// explicit collectives, so the communication is exactly what is written here:
+//
+//   prefill(tokens s32[S], length s32[], W...)
+//       -> (k_cache, v_cache, next_token s32[], logits f32[vocab])
+//     Runs the prompt tokens[0, length) at positions 0..length-1 (tokens past `length` are
+//     padding: computed, never attended to by real positions, overwritten by decoding). The
+//     caches hold the keys and values of positions 0..S-1 and zeros after; logits are those of
+//     position length-1, next_token their argmax (lowest id on ties).
+//
+//   decode(k_cache, v_cache, token s32[], position s32[], W...)
+//       -> (k_cache, v_cache, next_token, logits)
+//     Runs one token at `position`: writes its key and value there, attends to positions
+//     0..position, all of which must lie in the program's window (position < window). The
+//     caches are donated: parameters 0 and 1 alias outputs 0 and 1.
+//
+// W = WeightSpecs(config); caches = CacheSpecs(config, P, cache_len), position p at device
+// p % P, slot p / P. Attention reads only the first window / P slots of each device, so a step
+// costs what its window holds, not the whole cache: the caller picks the smallest compiled
+// window that covers the position (Windows()).
+//
+// Per layer and step the devices exchange: one all-gather of the q/k/v projections, one
+// all-gather of each device's partial attention (max, sum, weighted values; combined exactly
+// as in a single softmax), one all-gather of the output projection and one all-reduce of the
+// MLP. Plus one all-reduce for the embedding lookup and one all-gather of the argmax candidates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "llama/llama_config.h"
+
+namespace shardrt::llama {
+
+struct LlamaProgram {
+  std::string name;  // e.g. "prefill_64" or "decode_256"
+  std::string mlir;  // compile with num_partitions = partitions
+  std::vector<ArraySpec> parameters;
+  std::vector<ArraySpec> outputs;
+  std::vector<std::pair<int64_t, int64_t>> aliases;  // (parameter, output) donated pairs
+};
+
+// Program sizes. cache_len: positions the caches hold (a multiple of partitions, at most the
+// model's context). tokens: the prefill's padded prompt length S (a multiple of partitions,
+// at most cache_len). window: the decode step's attended positions (a multiple of partitions,
+// at most cache_len).
+struct ProgramShape {
+  int64_t partitions = 1;
+  int64_t cache_len = 0;
+  int64_t tokens = 0;
+  int64_t window = 0;
+};
+
+// Errors: InvalidArgument from CheckPartitions, or sizes out of range (naming them).
+[[nodiscard]] absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& config,
+                                                       const ProgramShape& shape);
+[[nodiscard]] absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& config,
+                                                      const ProgramShape& shape);
+
+// `n` rounded up to a power-of-two multiple of `granule` (granule, 2 granule, 4 granule...),
+// capped at `cap` (which the result never exceeds when n <= cap): the buckets prompt lengths
+// and windows are compiled for.
+int64_t Bucket(int64_t n, int64_t granule, int64_t cap);
+
+}  // namespace shardrt::llama

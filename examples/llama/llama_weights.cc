@@ -1,0 +1,119 @@
+#include "llama/llama_weights.h"
+
+#include <span>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "shardrt/base/status_macros.h"
+#include "shardrt/base/thread_pool.h"
+#include "shardrt/sharding/text.h"
+
+namespace shardrt::llama {
+namespace {
+
+absl::StatusOr<const GgufTensor*> Tensor(const GgufFile& file, const std::string& name) {
+  const GgufTensor* t = file.Find(name);
+  if (t == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF file ", file.path(), ": tensor ", name, " is missing"));
+  }
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ShardPiece>> ShardPieces(const GgufFile& file, const LlamaConfig& c,
+                                                    const ArraySpec& spec, int64_t p,
+                                                    int64_t d) {
+  const std::string& name = spec.name;
+  // Rows [d * n / P, (d + 1) * n / P) of tensor `t` (all columns), or all of it.
+  auto rows = [&](const std::string& t, int64_t n, bool split) -> absl::StatusOr<ShardPiece> {
+    SHARDRT_ASSIGN_OR_RETURN(const GgufTensor* tensor, Tensor(file, t));
+    const int64_t begin = split ? d * n / p : 0, end = split ? (d + 1) * n / p : n;
+    return ShardPiece{tensor, begin, end, 0, tensor->row_length()};
+  };
+  std::vector<ShardPiece> pieces;
+  auto add = [&](absl::StatusOr<ShardPiece> piece) -> absl::Status {
+    SHARDRT_RETURN_IF_ERROR(piece.status());
+    pieces.push_back(*piece);
+    return absl::OkStatus();
+  };
+  const size_t dot = name.find('.', name.find('.') + 1);  // "blk.<i>." prefix
+  const std::string prefix = absl::StartsWith(name, "blk.") ? name.substr(0, dot + 1) : "";
+  const std::string field = name.substr(prefix.size());
+  if (name == "token_embd") {
+    SHARDRT_RETURN_IF_ERROR(add(rows("token_embd.weight", c.vocab, true)));
+  } else if (name == "output_norm" || field == "attn_norm" || field == "ffn_norm") {
+    SHARDRT_RETURN_IF_ERROR(add(rows(name + ".weight", 1, false)));
+  } else if (field == "wqkv") {
+    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "attn_q.weight", c.q_dim(), true)));
+    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "attn_k.weight", c.kv_dim(), true)));
+    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "attn_v.weight", c.kv_dim(), true)));
+  } else if (field == "wo") {
+    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "attn_output.weight", c.d_model, true)));
+  } else if (field == "wgu") {
+    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "ffn_gate.weight", c.ffn, true)));
+    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "ffn_up.weight", c.ffn, true)));
+  } else if (field == "wdown") {
+    SHARDRT_ASSIGN_OR_RETURN(const GgufTensor* t, Tensor(file, prefix + "ffn_down.weight"));
+    pieces.push_back(ShardPiece{t, 0, c.d_model, d * c.ffn / p, (d + 1) * c.ffn / p});
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown weight ", name));
+  }
+  return pieces;
+}
+
+absl::StatusOr<std::vector<DataPtr>> LoadWeights(const GgufFile& file, const LlamaConfig& c,
+                                                 int64_t p, ComputationClient& client) {
+  SHARDRT_RETURN_IF_ERROR(CheckPartitions(c, p));
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<const pjrt::Device*> devices, client.DefaultDevices(p));
+  std::vector<DataPtr> out;
+  for (const ArraySpec& spec : WeightSpecs(c)) {
+    SHARDRT_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(ShardingText(spec, p)));
+    SHARDRT_ASSIGN_OR_RETURN(
+        std::shared_ptr<const DataLayout> layout,
+        client.MakeLayout(ArrayShape{ElementType::kF32, spec.dims}, sharding, devices));
+    const std::vector<int64_t> local = ShardDims(spec, p);
+    int64_t shard_elements = 1;
+    for (int64_t dim : local) shard_elements *= dim;
+    // A replicated weight is the same on every device: dequantize it once.
+    const int64_t distinct = spec.split_dim < 0 ? 1 : p;
+    std::vector<std::vector<float>> shards(distinct);
+    SHARDRT_RETURN_IF_ERROR(ParallelFor(
+        client.pool(), distinct, ParallelCost{.per_item_ns = 2.0 * double(shard_elements)},
+        [&](int64_t begin, int64_t end) -> absl::Status {
+          for (int64_t d = begin; d < end; ++d) {
+            SHARDRT_ASSIGN_OR_RETURN(std::vector<ShardPiece> pieces,
+                                     ShardPieces(file, c, spec, p, d));
+            std::vector<float>& shard = shards[d];
+            shard.resize(shard_elements);
+            int64_t at = 0;
+            for (const ShardPiece& piece : pieces) {
+              const int64_t n =
+                  (piece.row_end - piece.row_begin) * (piece.col_end - piece.col_begin);
+              if (at + n > shard_elements) {
+                return absl::InternalError(absl::StrCat("weight ", spec.name, ": pieces overflow"));
+              }
+              SHARDRT_RETURN_IF_ERROR(file.Dequantize(
+                  *piece.tensor, piece.row_begin, piece.row_end, piece.col_begin, piece.col_end,
+                  absl::MakeSpan(shard.data() + at, n)));
+              at += n;
+            }
+            if (at != shard_elements) {
+              return absl::InternalError(absl::StrCat("weight ", spec.name, ": pieces hold ", at,
+                                                      " values, the shard ", shard_elements));
+            }
+          }
+          return absl::OkStatus();
+        }));
+    std::vector<std::span<const std::byte>> bytes;
+    for (int64_t d = 0; d < p; ++d) {
+      bytes.push_back(std::as_bytes(std::span<const float>(shards[d % distinct])));
+    }
+    SHARDRT_ASSIGN_OR_RETURN(DataPtr data, client.TransferShardsToDevice(layout, bytes));
+    out.push_back(std::move(data));
+  }
+  return out;
+}
+
+}  // namespace shardrt::llama

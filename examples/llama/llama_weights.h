@@ -1,0 +1,46 @@
+// Loads a Llama model's weights from its GGUF file straight into sharded device arrays.
+//
+// Each weight of WeightSpecs(config) is placed with its sharding on the first `partitions`
+// default devices. Every device's shard is dequantized (to f32) from the file on the client's
+// pool, reading only the rows and columns that device holds, and uploaded; a replicated weight
+// (the norms) is dequantized once and uploaded to each device. One weight's shards are in host
+// memory at a time, so the host never holds a full copy per device, nor all weights at once.
+//
+// Shards (rows are output features, GGUF's row order): token_embd rows by vocabulary; wqkv the
+// device's slices of attn_q, attn_k and attn_v rows, stacked; wo attn_output rows; wgu the
+// device's slices of ffn_gate and ffn_up rows, stacked; wdown ffn_down columns.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "llama/gguf.h"
+#include "llama/llama_config.h"
+#include "shardrt/client/computation_client.h"
+
+namespace shardrt::llama {
+
+// One piece of a shard: rows [row_begin, row_end) x columns [col_begin, col_end) of a tensor.
+struct ShardPiece {
+  const GgufTensor* tensor = nullptr;
+  int64_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
+};
+
+// The pieces, stacked by rows, that make device `device`'s shard of weight `spec` (a spec of
+// WeightSpecs(config)). Error: InvalidArgument for an unknown weight name.
+[[nodiscard]] absl::StatusOr<std::vector<ShardPiece>> ShardPieces(const GgufFile& file,
+                                                                  const LlamaConfig& config,
+                                                                  const ArraySpec& spec,
+                                                                  int64_t partitions,
+                                                                  int64_t device);
+
+// Dequantizes and uploads every weight, in WeightSpecs order. Errors: CheckPartitions',
+// the file's (a tensor that cannot be dequantized), the transfer's. Blocks until every upload
+// has been handed to the plugin; the host buffers are freed as it goes.
+[[nodiscard]] absl::StatusOr<std::vector<DataPtr>> LoadWeights(const GgufFile& file,
+                                                               const LlamaConfig& config,
+                                                               int64_t partitions,
+                                                               ComputationClient& client);
+
+}  // namespace shardrt::llama

@@ -1,0 +1,245 @@
+// shardrt generate: text generation with a Llama-architecture GGUF model (SmolLM2-135M-Instruct
+// by default, fetched by scripts/bootstrap.sh), tensor-parallel over N devices (examples/llama).
+//
+// The prompt is tokenized (byte-level BPE), wrapped in the model's chat template with --chat,
+// and run through prefill; then one decode step per token on the asynchronous executor, the
+// host reading each token a few steps behind the newest scheduled one. The text streams to
+// stdout as tokens arrive (whole UTF-8 characters only). stderr ends with the prefill time and
+// `decoded N tokens in X s (Y tokens/s)`; --json prints one object at the end instead of the
+// stream.
+#include <malloc.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/json_writer.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/npy.h"
+#include "cli/runtime_setup.h"
+#include "llama/chat.h"
+#include "llama/gguf.h"
+#include "llama/llama_model.h"
+#include "llama/tokenizer.h"
+#include "shardrt/base/limits.h"
+#include "shardrt/base/status_macros.h"
+
+namespace shardrt::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The model file: --model, else $SHARDRT_MODEL. Error: neither is set.
+absl::StatusOr<std::string> ModelPath(const Flags& flags) {
+  if (std::optional<std::string> path = flags.Get("model")) return *path;
+  if (const char* env = std::getenv("SHARDRT_MODEL"); env != nullptr && *env != '\0') return env;
+  return absl::InvalidArgumentError(
+      "no model: pass --model FILE.gguf or set SHARDRT_MODEL (scripts/bootstrap.sh fetches "
+      "SmolLM2-135M-Instruct to .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf)");
+}
+
+// "1,2,3" as token ids. Error: InvalidArgument naming the entry.
+absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
+  std::vector<int32_t> ids;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(part, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flag --prompt-tokens: entry ", ids.size(), " is not a token id: '",
+          part.substr(0, 32), "'"));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// `bytes` with every invalid UTF-8 sequence replaced by U+FFFD (for JSON, which must be UTF-8).
+std::string ValidUtf8(absl::string_view bytes) {
+  std::string out;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const unsigned char c = bytes[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= bytes.size() && !(len == 2 && c < 0xC2);
+    for (size_t k = 1; ok && k < len; ++k) ok = (bytes[i + k] & 0xC0) == 0x80;
+    if (ok && len == 3) {
+      const unsigned char c1 = bytes[i + 1];
+      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
+    }
+    if (ok && len == 4) {
+      const unsigned char c1 = bytes[i + 1];
+      ok = c <= 0xF4 && !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
+    }
+    if (ok) {
+      out.append(bytes.data() + i, len);
+      i += len;
+    } else {
+      out.append("\xEF\xBF\xBD");
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// The `generate` subcommand (see commands.h). Errors: bad flags (InvalidArgument, before the
+// model is read), the model file's, the tokenizer's, the runtime's, compilation's and the
+// executions'. Owns everything it creates; runs on the calling thread.
+absl::Status GenerateCommand(const std::vector<std::string>& args) {
+  SHARDRT_ASSIGN_OR_RETURN(
+      Flags flags,
+      Flags::Parse(args, {.with_value = {"model", "prompt", "prompt-tokens", "system",
+                                         "max-tokens", "devices", "temperature", "top-p", "seed",
+                                         "logits-out", "plugin", "trace"},
+                          .boolean = {"chat", "json", "metrics"}}));
+  if (!flags.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", flags.positional()[0].substr(0, 64), "'"));
+  }
+  if (flags.Has("prompt") == flags.Has("prompt-tokens")) {
+    return absl::InvalidArgumentError("pass exactly one of --prompt TEXT and --prompt-tokens IDS");
+  }
+  if (flags.Has("prompt-tokens") && (flags.Has("chat") || flags.Has("system"))) {
+    return absl::InvalidArgumentError("--chat and --system apply to --prompt, not --prompt-tokens");
+  }
+  if (flags.Has("system") && !flags.Has("chat")) {
+    return absl::InvalidArgumentError("--system needs --chat");
+  }
+  SHARDRT_ASSIGN_OR_RETURN(int64_t devices, flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
+  SHARDRT_ASSIGN_OR_RETURN(int64_t max_tokens, flags.GetInt("max-tokens", 128, 1, 8192));
+  llama::GenerateOptions options;
+  options.max_tokens = max_tokens;
+  SHARDRT_ASSIGN_OR_RETURN(options.sampling.temperature,
+                           flags.GetDouble("temperature", 0.0, 0.0, 100.0));
+  SHARDRT_ASSIGN_OR_RETURN(options.sampling.top_p, flags.GetDouble("top-p", 1.0, 1e-6, 1.0));
+  SHARDRT_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0, 0, INT64_MAX));
+  options.sampling.seed = static_cast<uint64_t>(seed);
+  if ((flags.Has("top-p") || flags.Has("seed")) && options.sampling.temperature == 0) {
+    return absl::InvalidArgumentError(
+        "--top-p and --seed apply to sampling: pass --temperature T > 0 too");
+  }
+  const bool json = flags.Has("json");
+  const std::optional<std::string> logits_out = flags.Get("logits-out");
+  if (logits_out.has_value() && logits_out->empty()) {
+    return absl::InvalidArgumentError("flag --logits-out: empty path");
+  }
+  options.keep_logits = logits_out.has_value();
+  SHARDRT_ASSIGN_OR_RETURN(std::string model_path, ModelPath(flags));
+
+  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llama::GgufFile> file,
+                           llama::GgufFile::Open(model_path));
+  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llama::Tokenizer> tokenizer,
+                           llama::Tokenizer::FromGguf(*file));
+  std::vector<int32_t> prompt;
+  if (flags.Has("prompt-tokens")) {
+    SHARDRT_ASSIGN_OR_RETURN(prompt, ParseIds(*flags.Get("prompt-tokens")));
+  } else {
+    std::string text = *flags.Get("prompt");
+    if (flags.Has("chat")) {
+      SHARDRT_ASSIGN_OR_RETURN(llama::ChatFormat format, llama::ReadChatFormat(*file));
+      text = llama::ChatPrompt(format, text, flags.Get("system").value_or(""));
+    }
+    SHARDRT_ASSIGN_OR_RETURN(prompt, tokenizer->Encode(text));
+  }
+  if (prompt.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
+  for (const char* stop : {"<|im_end|>", "<|endoftext|>"}) {
+    if (int32_t id = tokenizer->TokenId(stop); id >= 0) options.stop_tokens.push_back(id);
+  }
+  if (tokenizer->eos_id() >= 0) options.stop_tokens.push_back(tokenizer->eos_id());
+
+  CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
+  SHARDRT_RETURN_IF_ERROR(reports.Start());
+  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
+                           CreateCliRuntime(devices, flags.Get("plugin")));
+  llama::ModelOptions model_options;
+  model_options.partitions = devices;
+  model_options.granule = 64 % devices == 0 ? 64 : devices * 8;
+  model_options.cache_len = int64_t(prompt.size()) + max_tokens;
+  // Compile first, then load: the compiler's memory is handed back before the weights arrive,
+  // so the process never holds both.
+  SHARDRT_ASSIGN_OR_RETURN(llama::LlamaConfig config, llama::LlamaConfig::FromGguf(*file));
+  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llama::LlamaModel> model,
+                           llama::LlamaModel::Create(config, runtime->client(),
+                                                     runtime->executor(), model_options));
+  const Clock::time_point compile_start = Clock::now();
+  SHARDRT_RETURN_IF_ERROR(model->Prepare(int64_t(prompt.size()), max_tokens));
+  // The compiler frees what it used, but the C library keeps much of it mapped; hand it back
+  // (the CLI owns its process; the library does not do this).
+  malloc_trim(0);
+  const Clock::time_point load_start = Clock::now();
+  SHARDRT_RETURN_IF_ERROR(model->LoadWeights(*file));
+  // The weights are on the devices: the file's mapping (98 MB for SmolLM2) can go.
+  file.reset();
+  const Clock::time_point ready = Clock::now();
+  std::fprintf(stderr, "compiled in %.2f s, loaded %s on %lld devices in %.2f s\n",
+               std::chrono::duration<double>(load_start - compile_start).count(),
+               model_path.c_str(), static_cast<long long>(devices),
+               std::chrono::duration<double>(ready - load_start).count());
+
+  llama::StreamDecoder stream(*tokenizer);
+  std::string text;
+  absl::Status stream_status;
+  auto on_token = [&](int32_t token) {
+    // Stop tokens end the text; they are not part of it.
+    for (int32_t stop : options.stop_tokens) {
+      if (token == stop) return true;
+    }
+    absl::StatusOr<std::string> piece = stream.Push(token);
+    if (!piece.ok()) {
+      stream_status = piece.status();
+      return false;
+    }
+    text += *piece;
+    if (!json && !piece->empty()) {
+      std::fwrite(piece->data(), 1, piece->size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  };
+  SHARDRT_ASSIGN_OR_RETURN(llama::GenerateResult result,
+                           model->Generate(prompt, options, on_token));
+  SHARDRT_RETURN_IF_ERROR(stream_status);
+  const std::string rest = stream.Finish();
+  text += rest;
+  if (!json) {
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  if (logits_out.has_value()) {
+    NpyArray array;
+    array.type = ElementType::kF32;
+    array.shape = {int64_t(result.logits.size()), model->config().vocab};
+    for (const std::vector<float>& row : result.logits) {
+      const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
+      array.data.insert(array.data.end(), bytes, bytes + row.size() * sizeof(float));
+    }
+    SHARDRT_RETURN_IF_ERROR(WriteNpy(*logits_out, array));
+  }
+  const int64_t n = int64_t(result.tokens.size());
+  const double decode_rate =
+      n > 1 && result.decode_seconds > 0 ? double(n - 1) / result.decode_seconds : 0.0;
+  if (json) {
+    std::vector<int64_t> prompt64(prompt.begin(), prompt.end());
+    std::vector<int64_t> tokens64(result.tokens.begin(), result.tokens.end());
+    std::printf("{\"prompt_tokens\": %s, \"tokens\": %s, \"text\": %s, \"prefill_s\": %.6f, "
+                "\"decode_tokens_per_s\": %.3f}\n",
+                JsonIntList(prompt64).c_str(), JsonIntList(tokens64).c_str(),
+                JsonString(ValidUtf8(text)).c_str(), result.prefill_seconds, decode_rate);
+  }
+  std::fprintf(stderr, "prefill: %lld prompt tokens in %.3f s (%.1f tokens/s)\n",
+               static_cast<long long>(result.prompt_tokens), result.prefill_seconds,
+               double(result.prompt_tokens) / std::max(result.prefill_seconds, 1e-9));
+  std::fprintf(stderr, "decoded %lld tokens in %.3f s (%.2f tokens/s)\n",
+               static_cast<long long>(n > 0 ? n - 1 : 0), result.decode_seconds, decode_rate);
+  return reports.Finish();
+}
+
+}  // namespace shardrt::cli

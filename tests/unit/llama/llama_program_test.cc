@@ -1,0 +1,99 @@
+// The Llama emitter's programs: signatures, donation, the communication they contain, and the
+// sizes they refuse. (Their numbers are checked on the real model by tests/model/.)
+#include "llama/llama_program.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace shardrt::llama {
+namespace {
+
+// SmolLM2-135M's sizes, with fewer layers.
+LlamaConfig SmallConfig(int64_t layers) {
+  LlamaConfig c;
+  c.vocab = 49152;
+  c.d_model = 576;
+  c.n_layers = layers;
+  c.n_heads = 9;
+  c.n_kv_heads = 3;
+  c.head_dim = 64;
+  c.ffn = 1536;
+  c.context = 8192;
+  c.rope_base = 100000;
+  return c;
+}
+
+int64_t Count(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(LlamaProgramTest, BucketsArePowerOfTwoMultiplesCappedAtTheCache) {
+  EXPECT_EQ(Bucket(1, 64, 512), 64);
+  EXPECT_EQ(Bucket(64, 64, 512), 64);
+  EXPECT_EQ(Bucket(65, 64, 512), 128);
+  EXPECT_EQ(Bucket(300, 64, 512), 512);
+  EXPECT_EQ(Bucket(300, 64, 320), 320);
+  EXPECT_EQ(Bucket(320, 64, 320), 320);
+}
+
+TEST(LlamaProgramTest, EightDevicesCommunicateExactlyAsWritten) {
+  const LlamaConfig c = SmallConfig(3);
+  auto decode = EmitDecode(c, {.partitions = 8, .cache_len = 256, .window = 128});
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  // Per layer: all-gathers of q/k/v, of the partial attention and of the output projection;
+  // one all-reduce of the MLP. Plus the embedding's all-reduce and the argmax's two gathers.
+  EXPECT_EQ(Count(decode->mlir, "\"stablehlo.all_gather\""), 3 * 3 + 2);
+  EXPECT_EQ(Count(decode->mlir, "\"stablehlo.all_reduce\""), 3 + 1);
+  EXPECT_EQ(Count(decode->mlir, "mhlo.num_partitions = 8 : i32"), 1);
+  // caches, token, position, then token_embd, 6 per layer, output_norm.
+  ASSERT_EQ(decode->parameters.size(), 4u + 1 + 6 * 3 + 1);
+  EXPECT_EQ(decode->parameters[0].dims, (std::vector<int64_t>{3, 8, 32, 3, 64}));
+  EXPECT_EQ(decode->parameters[0].split_dim, 1);
+  EXPECT_EQ(decode->aliases, (std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {1, 1}}));
+  EXPECT_EQ(Count(decode->mlir, "tf.aliasing_output"), 2);
+  ASSERT_EQ(decode->outputs.size(), 4u);
+  EXPECT_EQ(decode->outputs[3].dims, (std::vector<int64_t>{49152}));
+
+  auto prefill = EmitPrefill(c, {.partitions = 8, .cache_len = 256, .tokens = 64});
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  EXPECT_EQ(prefill->parameters.size(), 2u + 1 + 6 * 3 + 1);
+  EXPECT_TRUE(prefill->aliases.empty());
+  EXPECT_EQ(Count(prefill->mlir, "\"stablehlo.all_gather\""), 3 * 3 + 2);
+}
+
+TEST(LlamaProgramTest, OneDeviceHasNoSpmdAtAll) {
+  auto decode = EmitDecode(SmallConfig(2), {.partitions = 1, .cache_len = 128, .window = 64});
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  for (const char* spmd : {"all_gather", "all_reduce", "partition_id", "custom_call"}) {
+    EXPECT_EQ(Count(decode->mlir, spmd), 0) << spmd;
+  }
+}
+
+TEST(LlamaProgramTest, RefusesSizesThatDoNotSplitOrFit) {
+  const LlamaConfig c = SmallConfig(1);
+  auto five = EmitDecode(c, {.partitions = 5, .cache_len = 320, .window = 320});
+  ASSERT_FALSE(five.ok());
+  EXPECT_NE(five.status().message().find("devices 5: the query width (heads x head dim) 576 does "
+                                         "not split into 5 equal slices"),
+            std::string::npos)
+      << five.status();
+  auto window = EmitDecode(c, {.partitions = 8, .cache_len = 256, .window = 512});
+  ASSERT_FALSE(window.ok());
+  EXPECT_NE(window.status().message().find("window 512: expected a multiple of 8 devices within "
+                                           "the cache length 256"),
+            std::string::npos)
+      << window.status();
+  auto uneven = EmitPrefill(c, {.partitions = 8, .cache_len = 256, .tokens = 60});
+  ASSERT_FALSE(uneven.ok());
+  auto context = EmitPrefill(c, {.partitions = 8, .cache_len = 16384, .tokens = 64});
+  ASSERT_FALSE(context.ok());
+  EXPECT_NE(context.status().message().find("within the model's context of 8192"),
+            std::string::npos)
+      << context.status();
+}
+
+}  // namespace
+}  // namespace shardrt::llama
