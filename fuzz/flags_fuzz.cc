@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "cli/flags.h"
+#include "fuzz_util.h"
 
 namespace {
 
@@ -32,11 +33,8 @@ constexpr std::pair<int64_t, int64_t> kBounds[] = {
     {kMin, kMax}, {1, 4096}, {0, kMax}, {1, 1'000'000}, {0, 0}, {-10, 10}, {kMin, -1}, {5, 3},
 };
 
-// Prints what failed, with the input escaped, and aborts.
 [[noreturn]] void Fail(const char* what, absl::string_view input, const std::string& detail) {
-  std::fprintf(stderr, "flags_fuzz: %s\n  input:  %s\n  detail: %s\n", what,
-               absl::CHexEscape(input.substr(0, 512)).c_str(), detail.c_str());
-  std::abort();
+  shardrt::fuzz::Fail("flags_fuzz", what, input, detail);
 }
 
 // Aborts unless `status` is an InvalidArgument with one non-empty line of printable text

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "llama/gguf.h"
+#include "fuzz_util.h"
 
 namespace {
 
@@ -28,21 +29,11 @@ using shardrt::llama::GgufFile;
 using shardrt::llama::GgufTensor;
 using shardrt::llama::GgufType;
 
-// Prints what failed, with the input escaped, and aborts.
 [[noreturn]] void Fail(const char* what, absl::string_view input, const std::string& detail) {
-  std::fprintf(stderr, "gguf_fuzz: %s\n  input:  %s\n  detail: %s\n", what,
-               absl::CHexEscape(input.substr(0, 512)).c_str(), detail.c_str());
-  std::abort();
+  shardrt::fuzz::Fail("gguf_fuzz", what, input, detail);
 }
 
-// Whether `message` is one non-empty line with no control characters.
-bool OneLine(absl::string_view message) {
-  if (message.empty()) return false;
-  for (const char c : message) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
-  }
-  return true;
-}
+using shardrt::fuzz::OneLine;
 
 // The in-memory file, made once per process and rewritten for each input; its path.
 int MemoryFile() {

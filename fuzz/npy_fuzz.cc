@@ -12,24 +12,15 @@
 #include "absl/strings/string_view.h"
 #include "cli/npy.h"
 #include "shardrt/base/limits.h"
+#include "fuzz_util.h"
 
 namespace {
 
-// Prints what failed, with the input escaped, and aborts.
 [[noreturn]] void Fail(const char* what, absl::string_view input, const std::string& detail) {
-  std::fprintf(stderr, "npy_fuzz: %s\n  input:  %s\n  detail: %s\n", what,
-               absl::CHexEscape(input.substr(0, 512)).c_str(), detail.c_str());
-  std::abort();
+  shardrt::fuzz::Fail("npy_fuzz", what, input, detail);
 }
 
-// Whether `message` is one non-empty line with no control characters.
-bool OneLine(absl::string_view message) {
-  if (message.empty()) return false;
-  for (const char c : message) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
-  }
-  return true;
-}
+using shardrt::fuzz::OneLine;
 
 // Whether two arrays hold the same type, shape and bytes.
 bool Same(const shardrt::cli::NpyArray& a, const shardrt::cli::NpyArray& b) {

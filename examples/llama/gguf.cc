@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "shardrt/base/limits.h"
@@ -132,18 +133,6 @@ absl::Status IoError(const std::string& path, absl::string_view what, int error)
     default: return absl::UnavailableError(message);
   }
 }
-
-// Closes a file descriptor when it goes out of scope.
-class FileCloser {
- public:
-  explicit FileCloser(int fd) : fd_(fd) {}
-  FileCloser(const FileCloser&) = delete;
-  FileCloser& operator=(const FileCloser&) = delete;
-  ~FileCloser() { ::close(fd_); }
-
- private:
-  int fd_;
-};
 
 // A bounds-checked cursor over the file's bytes. Each read first checks that the bytes are
 // there, and otherwise returns an error naming `what` was being read, the offset, and how many
@@ -390,7 +379,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return IoError(path, "cannot open", errno);
-  FileCloser closer(fd);
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
   if (::fstat(fd, &info) != 0) return IoError(path, "cannot stat", errno);
   if (!S_ISREG(info.st_mode)) return Invalid(path, "expected a regular file");
   if (info.st_size < 0 || info.st_size > limits::kMaxFileBytes) {

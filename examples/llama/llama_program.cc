@@ -208,36 +208,16 @@ class Emitter {
   std::map<std::string, Value> w_;
 };
 
-struct Signature {
-  std::vector<ArraySpec> parameters, outputs;
-  std::vector<std::pair<int64_t, int64_t>> aliases;
-};
+using stablehlo::Signature;
 
 std::string Module(absl::string_view name, int64_t partitions, const Signature& sig,
                    const std::string& body, const std::vector<Value>& results) {
-  std::vector<std::string> params, outs, refs, types;
-  for (size_t i = 0; i < sig.parameters.size(); ++i) {
-    const ArraySpec& spec = sig.parameters[i];
-    std::string attrs =
-        absl::StrCat("mhlo.sharding = \"", ShardingText(spec, partitions), "\"");
-    for (const auto& [param, out] : sig.aliases) {
-      if (param == int64_t(i)) absl::StrAppend(&attrs, ", tf.aliasing_output = ", out, " : i32");
-    }
-    params.push_back(
-        absl::StrCat("%arg", i, ": ", stablehlo::SpecTypeText(spec), " {", attrs, "}"));
+  std::vector<std::string> refs, types;
+  for (const Value& v : results) {
+    refs.push_back(v.ref);
+    types.push_back(stablehlo::TypeText(v.type));
   }
-  for (size_t i = 0; i < sig.outputs.size(); ++i) {
-    outs.push_back(absl::StrCat(stablehlo::SpecTypeText(sig.outputs[i]), " {mhlo.sharding = \"",
-                                ShardingText(sig.outputs[i], partitions), "\"}"));
-    refs.push_back(results[i].ref);
-    types.push_back(stablehlo::TypeText(results[i].type));
-  }
-  return absl::StrCat("module @llama_", name, " attributes {mhlo.num_partitions = ", partitions,
-                      " : i32, mhlo.num_replicas = 1 : i32} {\n",
-                      "  func.func public @main(\n      ", absl::StrJoin(params, ",\n      "),
-                      ")\n      -> (", absl::StrJoin(outs, ",\n          "), ") {\n", body,
-                      "    func.return ", absl::StrJoin(refs, ", "), " : ",
-                      absl::StrJoin(types, ", "), "\n  }\n}\n");
+  return stablehlo::ModuleText(absl::StrCat("llama_", name), partitions, sig, body, refs, types);
 }
 
 absl::Status CheckShape(const LlamaConfig& c, const ProgramShape& shape, int64_t size,

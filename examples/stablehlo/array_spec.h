@@ -5,7 +5,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 #include "shardrt/base/element_type.h"
 
@@ -29,5 +32,17 @@ std::vector<int64_t> ShardDims(const ArraySpec& spec, int64_t num_partitions);
 
 // The MLIR tensor type of `spec` ("tensor<4x8xf32>"; s32 arrays are "i32").
 std::string SpecTypeText(const ArraySpec& spec);
+
+// A whole SPMD module around a function body: `module @NAME attributes {mhlo.num_partitions = P,
+// mhlo.num_replicas = 1}` with `func.func public @main(%arg0, ...)` whose parameters and results
+// carry the specs' types and `mhlo.sharding`, parameter i donated to output j for each (i, j) of
+// `aliases` (`tf.aliasing_output`), `body` (Builder::body()), and a return of `results`.
+struct Signature {
+  std::vector<ArraySpec> parameters, outputs;
+  std::vector<std::pair<int64_t, int64_t>> aliases;
+};
+std::string ModuleText(absl::string_view name, int64_t num_partitions, const Signature& signature,
+                       const std::string& body, const std::vector<std::string>& result_refs,
+                       const std::vector<std::string>& result_types);
 
 }  // namespace shardrt::stablehlo

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/limits.h"
 
@@ -29,18 +30,6 @@ absl::Status NotRegularFile(const std::string& path, mode_t mode) {
   return absl::InvalidArgumentError(
       absl::StrCat(path, ": expected a regular file, got ", FileKind(mode)));
 }
-
-// Closes a file descriptor when it goes out of scope. Owns the descriptor.
-class FileCloser {
- public:
-  explicit FileCloser(int fd) : fd_(fd) {}
-  FileCloser(const FileCloser&) = delete;
-  FileCloser& operator=(const FileCloser&) = delete;
-  ~FileCloser() { ::close(fd_); }
-
- private:
-  int fd_;
-};
 
 // read(2), retried on EINTR: the byte count, 0 at the end of the file, -1 with errno set.
 ssize_t ReadRetrying(int fd, char* buffer, size_t size) {
@@ -76,7 +65,7 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path) {
   if (!S_ISREG(info.st_mode)) return NotRegularFile(path, info.st_mode);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return IoError(path, "cannot open", errno);
-  FileCloser closer(fd);
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
   if (::fstat(fd, &info) != 0) return IoError(path, "cannot stat", errno);
   if (!S_ISREG(info.st_mode)) return NotRegularFile(path, info.st_mode);
   const int status_flags = ::fcntl(fd, F_GETFL);

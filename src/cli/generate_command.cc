@@ -149,6 +149,13 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
     SHARDRT_ASSIGN_OR_RETURN(prompt, tokenizer->Encode(text));
   }
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
+  for (size_t i = 0; i < prompt.size(); ++i) {  // before anything is compiled or loaded
+    if (prompt[i] < 0 || prompt[i] >= tokenizer->vocab_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --prompt-tokens: token ", i, " is ", prompt[i],
+                       ", outside the vocabulary [0, ", tokenizer->vocab_size(), ")"));
+    }
+  }
   for (const char* stop : {"<|im_end|>", "<|endoftext|>"}) {
     if (int32_t id = tokenizer->TokenId(stop); id >= 0) options.stop_tokens.push_back(id);
   }

@@ -14,6 +14,7 @@ namespace shardrt::cli {
 namespace {
 
 using testing::CliResult;
+using testing::ExpectCleanError;
 using testing::MakeTempDir;
 using testing::RunCliCaptured;
 
@@ -36,16 +37,6 @@ NpyArray F32(std::vector<int64_t> shape) {
   float* v = reinterpret_cast<float*>(a.data.data());
   for (int64_t i = 0; i < n; ++i) v[i] = 0.5f * static_cast<float>(i) - 2.0f;
   return a;
-}
-
-// Expects a clean failure: exit 1, one line on stderr that holds `expected`.
-void ExpectCleanError(const std::string& args, const std::string& expected) {
-  SCOPED_TRACE(args);
-  CliResult r = RunCliCaptured(args);
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  ASSERT_FALSE(r.err.empty());
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
-  EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
 }
 
 class BadInputTest : public ::testing::Test {

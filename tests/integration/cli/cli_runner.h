@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "gtest/gtest.h"
+
 namespace shardrt::cli::testing {
 
 struct CliResult {
@@ -42,6 +44,16 @@ inline CliResult RunCliCaptured(const std::string& args) {
   ss << in.rdbuf();
   r.err = ss.str();
   return r;
+}
+
+// Expects a clean failure of `shardrt <args>`: exit 1, one line on stderr that holds `expected`.
+inline void ExpectCleanError(const std::string& args, const std::string& expected) {
+  SCOPED_TRACE(args);
+  CliResult r = RunCliCaptured(args);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+  EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
 }
 
 }  // namespace shardrt::cli::testing
