@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-dev
   libabsl-dev libprotobuf-dev protobuf-compiler libeigen3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libssl-dev
   python3 python3-pip python3-venv unzip ca-certificates curl
 )
 WHEEL_NAME=xla-cpu-pjrt

@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 tests/model/setup_venv.sh  # the model tests' references (gguf, tokenizers, NumPy)
+# The CLI runs of the tests share one persistent compile cache in the build folder (not the
+# user's), emptied first so each run compiles everything once.
+export SHARDRT_COMPILE_CACHE="$PWD/build/test-compile-cache"
+rm -rf "$SHARDRT_COMPILE_CACHE"
 ctest --test-dir build --output-on-failure -j 2 --timeout 900
 scripts/sanitize.sh address thread
 fuzz_targets="$(scripts/fuzz.sh --list)"

@@ -19,12 +19,14 @@ namespace shardrt::cli {
 //             [--metrics] [--plugin PATH] [--partitioner gspmd|shardy]
 [[nodiscard]] absl::Status RunCommand(const std::vector<std::string>& args);
 // shardrt demo [--devices N] [--tokens T] [--layers L] [--d-model D] [--seed S] [--trace FILE]
-//              [--metrics] [--plugin PATH]
+//              [--metrics] [--plugin PATH] [--compile-cache DIR|off]
 [[nodiscard]] absl::Status DemoCommand(const std::vector<std::string>& args);
 // shardrt generate (--prompt TEXT [--chat [--system TEXT]] | --prompt-tokens IDS)
 //                  [--model FILE.gguf] [--max-tokens N] [--devices N]
 //                  [--temperature T [--top-p P] [--seed S]] [--json] [--logits-out FILE.npy]
 //                  [--metrics] [--trace FILE] [--plugin PATH]
 [[nodiscard]] absl::Status GenerateCommand(const std::vector<std::string>& args);
+// shardrt cache info|clear [--compile-cache DIR] [--json]
+[[nodiscard]] absl::Status CacheCommand(const std::vector<std::string>& args);
 
 }  // namespace shardrt::cli

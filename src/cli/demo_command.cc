@@ -122,7 +122,7 @@ void Progress(bool enabled, int64_t done, int64_t total) {
 absl::Status DemoCommand(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(
       Flags flags, Flags::Parse(args, {.with_value = {"devices", "tokens", "layers", "d-model",
-                                                      "seed", "plugin", "trace"},
+                                                      "seed", "plugin", "compile-cache", "trace"},
                                        .boolean = {"metrics"}}));
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -144,7 +144,7 @@ absl::Status DemoCommand(const std::vector<std::string>& args) {
   CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
   SHARDRT_RETURN_IF_ERROR(reports.Start());
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
-                           CreateCliRuntime(n, flags.Get("plugin")));
+                           CreateCliRuntime(n, flags.Get("plugin"), flags.Get("compile-cache")));
   ComputationClient* client = &runtime->client();
   SHARDRT_ASSIGN_OR_RETURN(DecoderProgram prefill_program, decoder::EmitPrefill(config));
   SHARDRT_ASSIGN_OR_RETURN(DecoderProgram decode_program, decoder::EmitDecodeStep(config));

@@ -23,7 +23,7 @@ absl::Status DevicesCommand(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices,
                            flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
-                           CreateCliRuntime(num_devices, flags.Get("plugin")));
+                           CreateCliRuntime(num_devices, flags.Get("plugin"), "off"));
   const pjrt::Client* client = runtime->pjrt_client().get();
   const pjrt::Plugin& plugin = runtime->plugin();
   if (flags.Has("json")) {

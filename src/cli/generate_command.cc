@@ -97,7 +97,7 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
       Flags flags,
       Flags::Parse(args, {.with_value = {"model", "prompt", "prompt-tokens", "system",
                                          "max-tokens", "devices", "temperature", "top-p", "seed",
-                                         "logits-out", "plugin", "trace"},
+                                         "logits-out", "plugin", "compile-cache", "trace"},
                           .boolean = {"chat", "json", "metrics"}}));
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -164,7 +164,7 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
   SHARDRT_RETURN_IF_ERROR(reports.Start());
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
-                           CreateCliRuntime(devices, flags.Get("plugin")));
+                           CreateCliRuntime(devices, flags.Get("plugin"), flags.Get("compile-cache")));
   llama::ModelOptions model_options;
   model_options.partitions = devices;
   model_options.granule = 64 % devices == 0 ? 64 : devices * 8;

@@ -34,6 +34,9 @@ constexpr char kUsage[] =
     "              [--trace FILE] [--plugin PATH]\n"
     "  demo        [--devices N] [--tokens T] [--layers L] [--d-model D] [--seed S]\n"
     "              [--trace FILE] [--metrics] [--plugin PATH]\n"
+    "  cache       info|clear [--compile-cache DIR] [--json]\n"
+    "run, demo, generate: [--compile-cache DIR|off] (default $SHARDRT_COMPILE_CACHE, else\n"
+    "              $XDG_CACHE_HOME/shardrt/compile or ~/.cache/shardrt/compile)\n"
     "every command: [--timeout SECONDS] (exit 1 with one line once it has run that long)\n";
 
 struct Command {
@@ -47,6 +50,7 @@ constexpr Command kCommands[] = {
     {"run", shardrt::cli::RunCommand},
     {"demo", shardrt::cli::DemoCommand},
     {"generate", shardrt::cli::GenerateCommand},
+    {"cache", shardrt::cli::CacheCommand},
 };
 
 // Takes --timeout SECONDS / --timeout=SECONDS out of `args`. Error: a value that is not a whole

@@ -83,7 +83,7 @@ absl::Status PrepareOutDir(const std::string& dir) {
 absl::Status RunCommand(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(
       Flags flags,
-      Flags::Parse(args, {.with_value = {"devices", "arg", "out", "repeat", "plugin",
+      Flags::Parse(args, {.with_value = {"devices", "arg", "out", "repeat", "plugin", "compile-cache",
                                          "partitioner", "trace", "result-shape"},
                           .boolean = {"metrics"}}));
   if (flags.positional().size() != 1) {
@@ -136,7 +136,7 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
   CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
   SHARDRT_RETURN_IF_ERROR(reports.Start());
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
-                           CreateCliRuntime(num_devices, flags.Get("plugin")));
+                           CreateCliRuntime(num_devices, flags.Get("plugin"), flags.Get("compile-cache")));
   ComputationClient* client = &runtime->client();
   CompileRequest request;
   request.name = program_path.substr(program_path.find_last_of('/') + 1);

@@ -57,12 +57,36 @@ void ApplyProcessDefaults(int64_t devices) {
 
 }  // namespace
 
+absl::StatusOr<std::string> CompileCacheDirectory(const std::optional<std::string>& flag) {
+  if (flag.has_value()) {
+    if (flag->empty()) {
+      return absl::InvalidArgumentError(
+          "flag --compile-cache: expected a folder or 'off', got ''");
+    }
+    return *flag == "off" ? "" : *flag;
+  }
+  if (const char* env = std::getenv(kCompileCacheEnv); env != nullptr && *env != '\0') {
+    return std::string(env) == "off" ? "" : std::string(env);
+  }
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    return absl::StrCat(xdg, "/shardrt/compile");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    return absl::StrCat(home, "/.cache/shardrt/compile");
+  }
+  return std::string();
+}
+
 absl::StatusOr<std::unique_ptr<Runtime>> CreateCliRuntime(
-    int64_t devices, const std::optional<std::string>& plugin) {
+    int64_t devices, const std::optional<std::string>& plugin,
+    const std::optional<std::string>& compile_cache) {
+  SHARDRT_ASSIGN_OR_RETURN(std::string cache_dir, CompileCacheDirectory(compile_cache));
   ApplyProcessDefaults(devices);
   RuntimeOptions options;
   options.devices = devices;
   options.plugin = plugin.value_or("");
+  options.compile_cache.directory = cache_dir;
+  options.compile_cache_env = CompileCacheEnv::kIgnore;  // decided above
   return Runtime::Create(options);
 }
 

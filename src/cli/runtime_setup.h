@@ -23,8 +23,19 @@ namespace shardrt::cli {
 // variable is unset. Rather than change its own environment, the CLI then starts itself once
 // more with them (execve of /proc/self/exe with the same arguments); if that is impossible it
 // goes on as it is. Errors: Runtime::Create's.
+//
+// The persistent compile cache is on by default for the CLI: `compile_cache` is the
+// --compile-cache flag's value (CompileCacheDirectory decides the directory).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Runtime>> CreateCliRuntime(
-    int64_t devices, const std::optional<std::string>& plugin);
+    int64_t devices, const std::optional<std::string>& plugin,
+    const std::optional<std::string>& compile_cache);
+
+// The CLI's persistent compile cache directory for the --compile-cache flag's value `flag`:
+// the flag's folder ("off": none, returned as ""), else $SHARDRT_COMPILE_CACHE ("off": none),
+// else $XDG_CACHE_HOME/shardrt/compile, else $HOME/.cache/shardrt/compile ("" when neither
+// variable is set). Error: InvalidArgument for an empty flag value.
+[[nodiscard]] absl::StatusOr<std::string> CompileCacheDirectory(
+    const std::optional<std::string>& flag);
 
 // What a command reports at its end: --metrics prints the metrics report, --trace FILE records
 // Chrome trace events from Start() and writes them in Finish(). Not thread-safe; one per command.

@@ -11,12 +11,65 @@
 #include "shardrt/base/trace.h"
 #include "client/program_text.h"
 #include "client/execution_limiter.h"
+#include "client/persistent_cache_store.h"
 #include "data/transfer.h"
 
 namespace shardrt {
 namespace {
 
 Counter* CounterNamed(absl::string_view name) { return GlobalMetrics().GetCounter(name); }
+
+cache::ArrayShapeProto ToProto(const ArrayShape& shape) {
+  cache::ArrayShapeProto p;
+  p.set_element_type(static_cast<int32_t>(shape.type));
+  for (int64_t d : shape.dims) p.add_dims(d);
+  return p;
+}
+
+// Checked, since an entry is outside input (its checksum only says it is what was written).
+absl::StatusOr<ArrayShape> FromProto(const cache::ArrayShapeProto& p) {
+  ArrayShape shape{static_cast<ElementType>(p.element_type()), {p.dims().begin(), p.dims().end()}};
+  if (ElementSizeInBytes(shape.type) <= 0 || int64_t(shape.dims.size()) > limits::kMaxRank ||
+      std::any_of(shape.dims.begin(), shape.dims.end(), [](int64_t d) { return d < 0; })) {
+    return absl::DataLossError("a shape of the entry is not valid");
+  }
+  return shape;
+}
+
+absl::StatusOr<std::vector<ArrayShape>> FromProto(
+    const google::protobuf::RepeatedPtrField<cache::ArrayShapeProto>& shapes) {
+  std::vector<ArrayShape> out;
+  for (const cache::ArrayShapeProto& p : shapes) {
+    SHARDRT_ASSIGN_OR_RETURN(ArrayShape s, FromProto(p));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// The facts of a compiled computation, for the persistent cache.
+cache::CompileCacheEntry EntryOf(const std::string& key, const std::string& name,
+                                 const pjrt::LoadedExecutable& exe, const GlobalShapes& globals) {
+  const pjrt::ExecutableSignature& sig = exe.signature();
+  cache::CompileCacheEntry e;
+  e.set_key(key);
+  e.set_name(name);
+  e.set_executable_name(exe.name());
+  e.set_num_replicas(sig.num_replicas);
+  e.set_num_partitions(sig.num_partitions);
+  for (const ArrayShape& s : sig.parameters) *e.add_parameters() = ToProto(s);
+  for (const ArrayShape& s : sig.outputs) *e.add_outputs() = ToProto(s);
+  for (const std::string& s : sig.parameter_shardings) e.add_parameter_shardings(s);
+  for (const std::string& s : sig.output_shardings) e.add_output_shardings(s);
+  for (const pjrt::ParameterAlias& a : sig.aliases) {
+    cache::AliasProto* alias = e.add_aliases();
+    alias->set_output_index(a.output_index);
+    alias->set_parameter_index(a.parameter_index);
+  }
+  for (const pjrt::Device* d : sig.devices) e.add_device_ids(d->id);
+  for (const ArrayShape& s : globals.parameters) *e.add_global_parameters() = ToProto(s);
+  for (const ArrayShape& s : globals.results) *e.add_global_results() = ToProto(s);
+  return e;
+}
 
 }  // namespace
 
@@ -36,6 +89,16 @@ absl::StatusOr<std::unique_ptr<ComputationClient>> ComputationClient::Create(
                                           : static_cast<int>(std::thread::hardware_concurrency());
     c->own_pool_ = std::make_unique<ThreadPool>(std::max(threads, 1));
     c->pool_ = c->own_pool_.get();
+  }
+  if (!options.persistent_cache.directory.empty()) {
+    absl::StatusOr<std::unique_ptr<PersistentCacheStore>> store =
+        PersistentCacheStore::Open(options.persistent_cache,
+                                     CacheEnvironment::Of(*c->client_));
+    if (store.ok()) {
+      c->persistent_cache_ = std::move(*store);
+    } else {
+      CounterNamed(kPersistentCacheError)->Add(1);  // no cache; compiling still works
+    }
   }
   return c;
 }
@@ -112,13 +175,17 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
             1, options.num_replicas * options.num_partitions))));
     for (const pjrt::Device* d : devices) options.device_assignment.push_back(d->id);
   }
-  std::string key = absl::StrCat(pjrt::EncodeCompileOptions(options), "\n", request.program);
+  // The request's fingerprint: everything of it that can change the computation.
+  Sha256 request_hash;
+  request_hash.Field(pjrt::EncodeCompileOptions(options)).Field(request.program);
   if (request.global_shapes.has_value()) {
     for (const auto* shapes : {&request.global_shapes->parameters, &request.global_shapes->results}) {
-      absl::StrAppend(&key, "\n");
-      for (const ArrayShape& shape : *shapes) absl::StrAppend(&key, ShapeToString(shape), ";");
+      std::string text;
+      for (const ArrayShape& shape : *shapes) absl::StrAppend(&text, ShapeToString(shape), ";");
+      request_hash.Field(text);
     }
   }
+  const std::string key = request_hash.Finish();
   {
     absl::MutexLock lock(&cache_mu_);
     if (auto it = compile_cache_.find(key); it != compile_cache_.end()) {
@@ -126,9 +193,17 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
       return it->second;
     }
   }
-  ScopedTimer timer(compile_time);
-  TraceSpan span("Compile", "client");
+  TraceSpan span("Compile", "client");  // a persistent cache hit nests its load here
   span.AddArg("computation", name);
+  std::string persistent_key;
+  if (persistent_cache_ != nullptr) {
+    persistent_key = persistent_cache_->Key(key);
+    if (std::optional<ComputationPtr> loaded = LoadPersistent(name, persistent_key)) {
+      absl::MutexLock lock(&cache_mu_);
+      return compile_cache_.emplace(key, *loaded).first->second;
+    }
+  }
+  ScopedTimer timer(compile_time);
   SHARDRT_ASSIGN_OR_RETURN(ProgramInfo info, InspectProgram(request.program));
   if (info.declared_partitions.has_value() && *info.declared_partitions != options.num_partitions) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -157,13 +232,81 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
     }
     globals = *request.global_shapes;
   }
+  std::optional<cache::CompileCacheEntry> entry;
+  if (persistent_cache_ != nullptr) {
+    absl::StatusOr<std::string> bytes = executable->Serialize();
+    if (bytes.ok()) {
+      entry = EntryOf(persistent_key, name, *executable, globals);
+      entry->set_executable(*std::move(bytes));
+    } else {
+      CounterNamed(kPersistentCacheError)->Add(1);
+    }
+  }
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation,
                            Computation::Create(name, std::move(executable), globals.parameters,
                                                globals.results));
   uncached->Add(1);
+  if (entry.has_value()) persistent_cache_->Store(*entry);
   absl::MutexLock lock(&cache_mu_);
-  auto [it, inserted] = compile_cache_.emplace(std::move(key), computation);
+  auto [it, inserted] = compile_cache_.emplace(key, computation);
   return it->second;
+}
+
+std::optional<ComputationPtr> ComputationClient::LoadPersistent(const std::string& name,
+                                                                const std::string& key) {
+  static Metric* const load_time =
+      GlobalMetrics().GetMetric(kPersistentCacheLoadTime, MetricRepr::kTime);
+  static Counter* const hits = CounterNamed(kPersistentCacheHit);
+  static Counter* const misses = CounterNamed(kPersistentCacheMiss);
+  ScopedTimer timer(load_time);
+  TraceSpan span("PersistentCacheLoad", "client");
+  span.AddArg("computation", name);
+  std::optional<cache::CompileCacheEntry> entry = persistent_cache_->Load(key);
+  if (!entry.has_value()) {
+    misses->Add(1);
+    return std::nullopt;
+  }
+  // The facts, checked as any outside input; an entry that does not hold together, or that the
+  // plugin refuses, is discarded and the program compiled.
+  auto build = [&]() -> absl::StatusOr<ComputationPtr> {
+    pjrt::ExecutableSignature sig;
+    sig.num_replicas = entry->num_replicas();
+    sig.num_partitions = entry->num_partitions();
+    SHARDRT_ASSIGN_OR_RETURN(sig.parameters, FromProto(entry->parameters()));
+    SHARDRT_ASSIGN_OR_RETURN(sig.outputs, FromProto(entry->outputs()));
+    sig.parameter_shardings.assign(entry->parameter_shardings().begin(),
+                                   entry->parameter_shardings().end());
+    sig.output_shardings.assign(entry->output_shardings().begin(),
+                                entry->output_shardings().end());
+    if (sig.parameter_shardings.size() != sig.parameters.size() ||
+        sig.output_shardings.size() != sig.outputs.size()) {
+      return absl::DataLossError("entry: sharding and shape counts differ");
+    }
+    for (const cache::AliasProto& a : entry->aliases()) {
+      sig.aliases.push_back({a.output_index(), a.parameter_index()});
+    }
+    for (int64_t id : entry->device_ids()) {
+      SHARDRT_ASSIGN_OR_RETURN(const pjrt::Device* device, client_->DeviceById(id));
+      sig.devices.push_back(device);
+    }
+    SHARDRT_ASSIGN_OR_RETURN(std::vector<ArrayShape> global_parameters,
+                             FromProto(entry->global_parameters()));
+    SHARDRT_ASSIGN_OR_RETURN(std::vector<ArrayShape> global_results,
+                             FromProto(entry->global_results()));
+    SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<pjrt::LoadedExecutable> executable,
+                             pjrt::LoadedExecutable::Deserialize(client_, entry->executable(),
+                                                                 std::move(sig),
+                                                                 entry->executable_name()));
+    return Computation::Create(name, std::move(executable), global_parameters, global_results);
+  };
+  absl::StatusOr<ComputationPtr> computation = build();
+  if (!computation.ok()) {
+    persistent_cache_->Discard(key);
+    misses->Add(1);
+    return std::nullopt;
+  }
+  hits->Add(1);
+  return *computation;
 }
 
 }  // namespace shardrt

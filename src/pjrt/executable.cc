@@ -67,6 +67,42 @@ absl::StatusOr<std::unique_ptr<LoadedExecutable>> LoadedExecutable::Compile(
   return exe;
 }
 
+absl::StatusOr<std::unique_ptr<LoadedExecutable>> LoadedExecutable::Deserialize(
+    std::shared_ptr<Client> client, absl::string_view serialized, ExecutableSignature signature,
+    std::string name) {
+  if (serialized.empty()) return absl::InvalidArgumentError("Deserialize: no bytes");
+  const PJRT_Api* api = client->api();
+  SHARDRT_PJRT_ARGS(PJRT_Executable_DeserializeAndLoad_Args, args);
+  args.client = client->handle();
+  args.serialized_executable = serialized.data();
+  args.serialized_executable_size = serialized.size();
+  SHARDRT_RETURN_IF_ERROR(SHARDRT_PJRT_CALL(api, PJRT_Executable_DeserializeAndLoad, &args));
+
+  std::unique_ptr<LoadedExecutable> exe(new LoadedExecutable());
+  exe->client_ = std::move(client);
+  exe->loaded_ = args.loaded_executable;
+  SHARDRT_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args, get);
+  get.loaded_executable = exe->loaded_;
+  CountIntrospection();
+  SHARDRT_RETURN_IF_ERROR(SHARDRT_PJRT_CALL(api, PJRT_LoadedExecutable_GetExecutable, &get));
+  exe->executable_ = get.executable;
+  exe->signature_ = std::move(signature);
+  exe->name_ = std::move(name);
+  return exe;
+}
+
+absl::StatusOr<std::string> LoadedExecutable::Serialize() const {
+  const PJRT_Api* api = client_->api();
+  SHARDRT_PJRT_ARGS(PJRT_Executable_Serialize_Args, args);
+  args.executable = executable_;
+  SHARDRT_RETURN_IF_ERROR(SHARDRT_PJRT_CALL(api, PJRT_Executable_Serialize, &args));
+  std::string bytes(args.serialized_bytes, args.serialized_bytes_size);
+  if (args.serialized_executable_deleter != nullptr) {
+    args.serialized_executable_deleter(args.serialized_executable);
+  }
+  return bytes;
+}
+
 LoadedExecutable::~LoadedExecutable() {
   const PJRT_Api* api = client_ ? client_->api() : nullptr;
   if (api == nullptr) return;

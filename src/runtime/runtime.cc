@@ -133,6 +133,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& o
   ComputationClientOptions client_options;
   client_options.pool = runtime->pool_.get();
   client_options.max_device_parts_in_flight = max_parts_in_flight;
+  client_options.persistent_cache = options.compile_cache;
+  if (client_options.persistent_cache.directory.empty() &&
+      options.compile_cache_env == CompileCacheEnv::kRead) {
+    const char* dir = std::getenv(kCompileCacheEnv);
+    if (dir != nullptr) client_options.persistent_cache.directory = dir;
+  }
   SHARDRT_ASSIGN_OR_RETURN(runtime->client_,
                            ComputationClient::Create(runtime->pjrt_client_, client_options));
   runtime->executor_ = std::make_unique<Executor>(runtime->client_.get(), options.executor);

@@ -29,10 +29,12 @@
 #include "shardrt/data/host_array.h"
 #include "shardrt/pjrt/client.h"
 #include "shardrt/pjrt/compile_options.h"
+#include "shardrt/client/persistent_cache.h"
 
 namespace shardrt {
 
-class ExecutionLimiter;  // private to the library
+class ExecutionLimiter;      // private to the library
+class PersistentCacheStore;  // private to the library
 
 struct ComputationClientOptions {
   // Borrowed pool for plumbing and transfers; null: the client creates its own.
@@ -44,6 +46,10 @@ struct ComputationClientOptions {
   // plugin needs a bound of its worker-thread count, or programs with collectives can stall
   // each other (Runtime sets it; see shardrt/runtime/runtime.h).
   int64_t max_device_parts_in_flight = 0;
+  // The persistent compile cache (shardrt/client/persistent_cache.h); off when its directory is
+  // empty (default). A directory that cannot be used only costs the cache (counted in
+  // PersistentCacheError): Create still succeeds.
+  PersistentCacheOptions persistent_cache;
 };
 
 // What to compile.
@@ -113,9 +119,11 @@ class ComputationClient {
   // A placeholder to be filled later by Data::Assign.
   DataPtr CreateDataPlaceholder(std::shared_ptr<const DataLayout> layout) const;
 
-  // Compiles (or returns the cached computation for the same program and options). The
-  // program is StableHLO as MLIR text or bytecode; its @main signature gives the global shapes,
-  // and a program written with the Shardy dialect is compiled with the Shardy partitioner.
+  // Compiles (or returns the cached computation for the same program and options: from memory,
+  // else from the persistent compile cache when one is configured, which a fresh compile then
+  // fills). The program is StableHLO as MLIR text or bytecode; its @main signature gives the
+  // global shapes, and a program written with the Shardy dialect is compiled with the Shardy
+  // partitioner. Thread-safe; concurrent calls compile concurrently.
   // Errors: InvalidArgument for bad options, or a partition count that differs from the one
   // the program declares (before the plugin sees them); the compiler's error.
   [[nodiscard]] absl::StatusOr<ComputationPtr> Compile(const CompileRequest& request);
@@ -142,6 +150,9 @@ class ComputationClient {
 
  private:
   ComputationClient() = default;
+  // The computation of persistent cache entry `key` (a hit), or nullopt (a miss, counted; a
+  // corrupt entry is also discarded).
+  std::optional<ComputationPtr> LoadPersistent(const std::string& name, const std::string& key);
   // Resharding (reshard.cc): a copy of `data` with `sharding` / with `target`'s layout.
   absl::StatusOr<DataPtr> ReshardTo(const DataPtr& data, const Sharding& sharding);
   absl::StatusOr<DataPtr> Reshard(const DataPtr& data, std::shared_ptr<const DataLayout> target);
@@ -163,7 +174,11 @@ class ComputationClient {
   std::shared_ptr<ExecutionLimiter> limiter_;
   std::unique_ptr<ThreadPool> own_pool_;
   ThreadPool* pool_ = nullptr;
+  // The persistent compile cache, when configured and usable (null otherwise).
+  std::unique_ptr<PersistentCacheStore> persistent_cache_;
   absl::Mutex cache_mu_;
+  // In-memory compile cache, keyed by the request's SHA-256 (compile options, program, global
+  // shapes), not by the program text.
   absl::flat_hash_map<std::string, ComputationPtr> compile_cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 

@@ -66,6 +66,14 @@ class LoadedExecutable {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<LoadedExecutable>> Compile(
       std::shared_ptr<Client> client, absl::string_view code, ProgramFormat format,
       const CompileOptions& options);
+  // Loads an executable that Serialize wrote (by this plugin, same version) for `client`, with
+  // the compile options it was compiled with, whose facts are `signature` (as Compile read
+  // them; the devices resolved in `client`) and whose name is `name`. Asks the executable
+  // nothing about itself beyond the handle every executable needs (one introspection).
+  // Errors: InvalidArgument for no bytes; the plugin's (e.g. bytes of another plugin).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<LoadedExecutable>> Deserialize(
+      std::shared_ptr<Client> client, absl::string_view serialized, ExecutableSignature signature,
+      std::string name);
   ~LoadedExecutable();
   LoadedExecutable(const LoadedExecutable&) = delete;
   LoadedExecutable& operator=(const LoadedExecutable&) = delete;
@@ -86,6 +94,10 @@ class LoadedExecutable {
                                         PJRT_Buffer** const* output_lists,
                                         const ExecuteOptions& options,
                                         std::vector<Event>* device_complete_events) const;
+
+  // The executable as bytes Deserialize can load (PJRT_Executable_Serialize; CPU executables
+  // are specific to the host's CPU features and the plugin's version). Error: the plugin's.
+  [[nodiscard]] absl::StatusOr<std::string> Serialize() const;
 
   // Introspection (each call counts in ExecutableIntrospection; never on the hot path).
   // Errors: the plugin's. Device handles are borrowed from the client.

@@ -35,6 +35,13 @@
 
 namespace shardrt {
 
+// The environment variable naming the persistent compile cache's directory when
+// RuntimeOptions::compile_cache does not.
+inline constexpr char kCompileCacheEnv[] = "SHARDRT_COMPILE_CACHE";
+// Whether that variable may name the cache (applications that decide themselves, like the CLI,
+// ignore it).
+enum class CompileCacheEnv { kRead, kIgnore };
+
 struct RuntimeOptions {
   // Path of the PJRT plugin. Empty (default): $SHARDRT_PJRT_PLUGIN, then the CPU plugin next to
   // libshardrt (see plugin_search.h).
@@ -65,6 +72,12 @@ struct RuntimeOptions {
 
   // The asynchronous executor's settings.
   ExecutorOptions executor;
+
+  // The persistent compile cache (shardrt/client/persistent_cache.h): its directory, else
+  // (with compile_cache_env kRead) $SHARDRT_COMPILE_CACHE when that is set and not empty; off
+  // when neither names one.
+  PersistentCacheOptions compile_cache;
+  CompileCacheEnv compile_cache_env = CompileCacheEnv::kRead;
 };
 
 class Runtime {

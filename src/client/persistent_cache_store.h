@@ -1,0 +1,105 @@
+// PersistentCacheStore: the persistent compile cache's directory (shardrt/client/
+// persistent_cache.h says what it holds and how it fails). Private to the library:
+// ComputationClient::Compile is its one user, and the CLI's `cache` command uses the public
+// Inspect/Clear functions.
+//
+// Layout of the directory:
+//   <64 hex digits>.entry       one entry per key
+//   .tmp-*                      entries being written (renamed into place when whole)
+//   plugin-digests/<64 hex>     the SHA-256 of a plugin file, named after its path, size,
+//                               inode and times, so a process hashes the plugin only once
+// An entry file: the magic "SHRTCC\0\1", the format version (u32), 4 zero bytes, the payload
+// length (u64), the SHA-256 of the payload (32 bytes), then the payload: a serialized
+// shardrt.cache.CompileCacheEntry (proto/compile_cache.proto). Little-endian.
+//
+// Thread safety: every method may be called from several threads; processes coordinate through
+// atomic renames only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compile_cache.pb.h"
+#include "shardrt/client/persistent_cache.h"
+#include "shardrt/pjrt/client.h"
+
+namespace shardrt {
+
+// SHA-256 of the concatenation of the parts fed to it (OpenSSL).
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  // Adds `bytes`; adds them length-prefixed (so consecutive parts cannot run together).
+  Sha256& Update(absl::string_view bytes);
+  Sha256& Field(absl::string_view bytes);
+  // The 32-byte digest; the hasher must not be used afterwards.
+  std::string Finish();
+
+ private:
+  void* ctx_;  // EVP_MD_CTX
+};
+
+// 64 lowercase hex digits of a 32-byte digest.
+std::string HexDigest(absl::string_view digest);
+
+// What, besides the request, shapes an executable: the plugin (its file, API version,
+// attributes, platform) and the host CPU.
+struct CacheEnvironment {
+  std::string plugin_path;  // hashed (SHA-256 of the file's bytes), not compared by name
+  std::string api_version;  // "0.81"
+  std::vector<std::string> attributes;  // "name=value", any order
+  std::string platform;     // name and version
+  std::string cpu;          // CpuDescription()
+
+  // `client`'s plugin and platform, and this host's CPU.
+  static CacheEnvironment Of(const pjrt::Client& client);
+};
+
+// The host CPU as XLA's CPU compiler sees it: vendor, family, model and feature flags of the
+// first processor in /proc/cpuinfo.
+std::string CpuDescription();
+
+class PersistentCacheStore {
+ public:
+  // Creates the directory (and parents) if needed and computes the environment's part of every
+  // key (the plugin file's SHA-256 is memoized in the directory). Errors: InvalidArgument for an
+  // empty directory; the file system's (the caller then compiles without a cache).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<PersistentCacheStore>> Open(
+      const PersistentCacheOptions& options, const CacheEnvironment& environment);
+
+  // The key of a request whose own digest (compile options, program, global shapes) is
+  // `request_digest`.
+  std::string Key(absl::string_view request_digest) const;
+
+  // The entry stored under `key`, or nullopt when there is none. An entry that cannot be read
+  // or is not whole, of this format and of this key is counted (PersistentCacheCorrupt),
+  // removed, and nullopt returned; a read error is counted (PersistentCacheError). A hit
+  // refreshes the entry's modification time (LRU).
+  std::optional<cache::CompileCacheEntry> Load(absl::string_view key);
+  // Writes `entry` under entry.key() (temporary file, then rename), then removes the least
+  // recently used entries beyond max_bytes. Failures are counted (PersistentCacheError).
+  void Store(const cache::CompileCacheEntry& entry);
+  // Removes the entry of `key` and counts it as corrupt (the plugin refused to load it).
+  void Discard(absl::string_view key);
+
+  const std::string& directory() const { return options_.directory; }
+
+ private:
+  explicit PersistentCacheStore(PersistentCacheOptions options)
+      : options_(std::move(options)) {}
+  std::string EntryPath(absl::string_view key) const;
+  void Evict();
+
+  const PersistentCacheOptions options_;
+  std::string environment_;  // the environment's part of every key (a digest)
+};
+
+}  // namespace shardrt
