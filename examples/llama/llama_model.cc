@@ -115,7 +115,7 @@ absl::Status LlamaModel::LoadWeights(const GgufFile& file) {
 
 absl::StatusOr<ComputationPtr> LlamaModel::Program(bool prefill, int64_t size) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = programs_.find({prefill, size});
     if (it != programs_.end()) return it->second;
   }
@@ -130,7 +130,7 @@ absl::StatusOr<ComputationPtr> LlamaModel::Program(bool prefill, int64_t size) {
   request.program = std::move(program.mlir);
   request.options.num_partitions = options_.partitions;
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation, client_.Compile(request));
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return programs_.emplace(std::make_pair(prefill, size), computation).first->second;
 }
 

@@ -17,11 +17,11 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "llama/gguf.h"
 #include "llama/llama_config.h"
 #include "llama/llama_program.h"
@@ -111,8 +111,8 @@ class LlamaModel {
   Executor& executor_;
   const ModelOptions options_;
   std::vector<DataPtr> weights_;  // empty until LoadWeights
-  absl::Mutex mu_;
-  std::map<std::pair<bool, int64_t>, ComputationPtr> programs_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;  // std::mutex: visible to ThreadSanitizer (a prebuilt Abseil is not)
+  std::map<std::pair<bool, int64_t>, ComputationPtr> programs_;  // guarded by mu_
 };
 
 }  // namespace shardrt::llama

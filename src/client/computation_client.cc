@@ -106,7 +106,7 @@ absl::StatusOr<std::unique_ptr<ComputationClient>> ComputationClient::Create(
 ComputationClient::~ComputationClient() {
   limiter_->WaitIdle();  // executions still running hold client state through their callbacks
   {
-    absl::MutexLock lock(&cache_mu_);
+    std::lock_guard<std::mutex> lock(cache_mu_);
     compile_cache_.clear();
   }
   own_pool_.reset();
@@ -187,7 +187,7 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
   }
   const std::string key = request_hash.Finish();
   {
-    absl::MutexLock lock(&cache_mu_);
+    std::lock_guard<std::mutex> lock(cache_mu_);
     if (auto it = compile_cache_.find(key); it != compile_cache_.end()) {
       cached->Add(1);
       return it->second;
@@ -199,7 +199,7 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
   if (persistent_cache_ != nullptr) {
     persistent_key = persistent_cache_->Key(key);
     if (std::optional<ComputationPtr> loaded = LoadPersistent(name, persistent_key)) {
-      absl::MutexLock lock(&cache_mu_);
+      std::lock_guard<std::mutex> lock(cache_mu_);
       return compile_cache_.emplace(key, *loaded).first->second;
     }
   }
@@ -247,7 +247,7 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
                                                globals.results));
   uncached->Add(1);
   if (entry.has_value()) persistent_cache_->Store(*entry);
-  absl::MutexLock lock(&cache_mu_);
+  std::lock_guard<std::mutex> lock(cache_mu_);
   auto [it, inserted] = compile_cache_.emplace(key, computation);
   return it->second;
 }

@@ -137,7 +137,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& o
   if (client_options.persistent_cache.directory.empty() &&
       options.compile_cache_env == CompileCacheEnv::kRead) {
     const char* dir = std::getenv(kCompileCacheEnv);
-    if (dir != nullptr) client_options.persistent_cache.directory = dir;
+    // "off" means none, as for the CLI (not a directory of that name).
+    if (dir != nullptr && absl::string_view(dir) != "off") {
+      client_options.persistent_cache.directory = dir;
+    }
   }
   SHARDRT_ASSIGN_OR_RETURN(runtime->client_,
                            ComputationClient::Create(runtime->pjrt_client_, client_options));

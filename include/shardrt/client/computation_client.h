@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,7 +22,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "shardrt/base/thread_pool.h"
 #include "shardrt/client/computation.h"
@@ -176,10 +176,10 @@ class ComputationClient {
   ThreadPool* pool_ = nullptr;
   // The persistent compile cache, when configured and usable (null otherwise).
   std::unique_ptr<PersistentCacheStore> persistent_cache_;
-  absl::Mutex cache_mu_;
+  std::mutex cache_mu_;  // std::mutex: visible to ThreadSanitizer (a prebuilt Abseil is not)
   // In-memory compile cache, keyed by the request's SHA-256 (compile options, program, global
   // shapes), not by the program text.
-  absl::flat_hash_map<std::string, ComputationPtr> compile_cache_ ABSL_GUARDED_BY(cache_mu_);
+  absl::flat_hash_map<std::string, ComputationPtr> compile_cache_;  // guarded by cache_mu_
 };
 
 }  // namespace shardrt

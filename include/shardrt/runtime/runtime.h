@@ -74,8 +74,8 @@ struct RuntimeOptions {
   ExecutorOptions executor;
 
   // The persistent compile cache (shardrt/client/persistent_cache.h): its directory, else
-  // (with compile_cache_env kRead) $SHARDRT_COMPILE_CACHE when that is set and not empty; off
-  // when neither names one.
+  // (with compile_cache_env kRead) $SHARDRT_COMPILE_CACHE when that is set, not empty and not
+  // "off"; off when neither names one.
   PersistentCacheOptions compile_cache;
   CompileCacheEnv compile_cache_env = CompileCacheEnv::kRead;
 };
