@@ -407,7 +407,8 @@ absl::StatusOr<int64_t> ClearPersistentCache(const std::string& directory) {
     std::error_code remove_ec;
     if (fs::remove(p, remove_ec) && IsEntryName(p.filename().string())) ++removed;
   }
-  fs::remove_all(fs::path(directory) / "plugin-digests", ec);
+  // plugin-digests/ stays: it names no executable, and keeps the next process from hashing the
+  // plugin again.
   return removed;
 }
 

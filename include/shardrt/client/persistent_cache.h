@@ -70,8 +70,8 @@ struct PersistentCacheInfo {
 [[nodiscard]] absl::StatusOr<PersistentCacheInfo> InspectPersistentCache(
     const std::string& directory);
 
-// Removes every entry (and temporary file) of the cache in `directory`, leaving the directory
-// and anything in it that is not the cache's. Returns how many entries it removed. Errors:
+// Removes every entry (and temporary file) of the cache in `directory`, leaving the directory,
+// the plugin-digest memo (plugin-digests/) and anything in it that is not the cache's. Returns how many entries it removed. Errors:
 // NotFound if the directory does not exist; the file system's errors. Safe while other
 // processes use the cache (they miss and compile).
 [[nodiscard]] absl::StatusOr<int64_t> ClearPersistentCache(const std::string& directory);
