@@ -380,6 +380,24 @@ TEST_F(PersistentCacheTest, RuntimeTakesTheDirectoryFromTheEnvironmentWhenAllowe
   }
 }
 
+// One client compiling from several threads at once (as LlamaModel::Prepare does): each gets a
+// working computation, every later call hits the in-memory cache, and one entry is kept.
+TEST_F(PersistentCacheTest, ConcurrentCompilesOnOneClient) {
+  std::unique_ptr<ComputationClient> client = NewClient(dir_);
+  ASSERT_NE(client, nullptr);
+  std::vector<ComputationPtr> computations(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < computations.size(); ++i) {
+    threads.emplace_back([&, i] { computations[i] = MustCompile(*client, ScaleRequest(2)); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const ComputationPtr& c : computations) RunScale(*client, c);
+  const Counts before = Counts::Now();
+  EXPECT_EQ(MustCompile(*client, ScaleRequest(2)), MustCompile(*client, ScaleRequest(2)));
+  EXPECT_EQ((Counts::Now() - before).cached, 2);
+  EXPECT_EQ(EntryFiles(dir_).size(), 1u);
+}
+
 TEST_F(PersistentCacheTest, ConcurrentClientsOnAnEmptyCacheLeaveOneValidEntry) {
   std::unique_ptr<ComputationClient> a = NewClient(dir_), b = NewClient(dir_);
   ASSERT_NE(a, nullptr);
