@@ -10,24 +10,33 @@
 //                   rebuilt here: an input handler turns sharded arguments into a
 //                   devices x arguments matrix of per-device data, one task per device converts
 //                   them to buffer lists, a mutex + condition-variable counter waits for them;
-//                   after Execute one task per device wraps its outputs into per-device data, and
-//                   an output handler gathers each output's shards into sharded data.
+//                   after Execute a serial loop on the caller wraps each device's outputs into
+//                   per-device data, and an output handler gathers each output's shards into
+//                   sharded data.
 //
 // The program is `x + 1` on each of k arguments, f32[8 * D, 128] split on dim 0 (one 4 KiB shard
 // per device), k outputs with the same sharding. Every arm awaits the same thing: output 0's
 // buffer on every device (on the CPU plugin all outputs of a device's launch become ready
-// together), and destroys all outputs before the call counts as done.
+// together), and destroys all outputs before the call counts as done. The peers
+// (bench/peers/*.py) await output 0 too, for the same reason: awaiting all k outputs would add
+// a per-output cost of the wait API (k x D ready events here, k Python calls in JAX) that says
+// nothing about execution.
+//
+// In serve mode a `run` of a shardrt arm also returns the ExecuteReplicatedTime samples of its
+// calls (the library's metric: ExecuteReplicated from entry to return, without the wait), to
+// put next to PyTorch/XLA's metric of the same name.
 //
 // Two ways to run it:
 //   build/bench/execute_bench [Google Benchmark flags]     every arm x D in {1,2,4,8} x
 //                                                          k in {1,10,100,1000}
 //   build/bench/execute_bench --serve --devices D          the line protocol bench/run drives:
-//       setup K | run K ARM N | free K | info | quit       (interleaves arms and the JAX peer)
+//       setup K | run K ARM N | free K | info | threads | quit    (interleaves arms and peers)
 //   --raw-destroy-output-major                             raw frees outputs in [o][d] order
 #include <benchmark/benchmark.h>
 
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -35,6 +44,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "shardrt/base/metrics.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/base/thread_pool.h"
 #include "bench_util.h"
@@ -175,22 +185,20 @@ class Runtime {
                                                 argument_handles[0].size(), output_lists.data(),
                                                 {}, nullptr),
             "prerefactor execute");
-    std::vector<std::vector<OldDataPtr>> data_handles(num_devices);
-    {
-      MultiWait wait(num_devices);
-      for (size_t d = 0; d < num_devices; ++d) {
-        pool_->Schedule([&, d] {
-          std::vector<OldDataPtr> datas;
-          datas.reserve(num_outputs);
-          for (PJRT_Buffer* b : results[d]) {
-            datas.push_back(std::make_shared<DeviceData>(
-                devices[d], std::shared_ptr<PJRT_Buffer>(b, BufferDeleter{api_})));
-          }
-          data_handles[d] = std::move(datas);
-          wait.Done();
-        });
+    // Output wrapping: a serial loop on the caller, as in PjRtComputationClient of
+    // Aug-Nov 2023 (only the argument side used per-device tasks). An earlier version of this
+    // arm ran one pool task per device here, which the old code never did, and so charged it a
+    // schedule and a mutex/condition-variable wait that made shardrt look better.
+    std::vector<std::vector<OldDataPtr>> data_handles;
+    data_handles.reserve(num_devices);
+    for (size_t d = 0; d < num_devices; ++d) {
+      std::vector<OldDataPtr> datas;
+      datas.reserve(num_outputs);
+      for (PJRT_Buffer* b : results[d]) {
+        datas.push_back(std::make_shared<DeviceData>(
+            devices[d], std::shared_ptr<PJRT_Buffer>(b, BufferDeleter{api_})));
       }
-      wait.Wait();
+      data_handles.push_back(std::move(datas));
     }
     return data_handles;
   }
@@ -514,6 +522,14 @@ absl::Status Serve(int devices, const std::vector<std::string>& w, std::string& 
                     ",\"cores\":", std::thread::hardware_concurrency());
     return absl::OkStatus();
   }
+  if (w[0] == "threads") {  // OS threads of this process now (the plugin's pool included)
+    int threads = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+      ++threads;
+    }
+    absl::StrAppend(&fields, ",\"threads\":", threads);
+    return absl::OkStatus();
+  }
   if (w[0] == "setup") {
     SHARDRT_ASSIGN_OR_RETURN(int k, int_at(1));
     SHARDRT_ASSIGN_OR_RETURN(Case * c, GetCase(devices, k));
@@ -531,6 +547,9 @@ absl::Status Serve(int devices, const std::vector<std::string>& w, std::string& 
     if (!arm) return absl::InvalidArgumentError("unknown arm");
     SHARDRT_ASSIGN_OR_RETURN(int n, int_at(3));
     SHARDRT_ASSIGN_OR_RETURN(Case * c, GetCase(devices, k));
+    static Metric* const execute_replicated =
+        GlobalMetrics().GetMetric(kExecuteReplicatedTime, MetricRepr::kTime);
+    execute_replicated->Clear();
     std::vector<int64_t> samples(n);
     for (int i = 0; i < n; ++i) {
       const int64_t t0 = NowNs();
@@ -538,6 +557,13 @@ absl::Status Serve(int devices, const std::vector<std::string>& w, std::string& 
       samples[i] = NowNs() - t0;
     }
     absl::StrAppend(&fields, ",\"samples_ns\":", JsonIntList(samples));
+    if (*arm == Arm::kShardrt || *arm == Arm::kSerial) {  // the last 1024 calls' metric samples
+      std::vector<int64_t> metric;
+      for (const MetricSample& m : execute_replicated->Snapshot().samples) {
+        metric.push_back(static_cast<int64_t>(m.value));
+      }
+      absl::StrAppend(&fields, ",\"execute_replicated_ns\":", JsonIntList(metric));
+    }
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown command: ", w[0]));

@@ -4,13 +4,20 @@
 Each argument is an f32[8 * D, 128] jax.Array with NamedSharding(mesh, P("x")) on a 1-D mesh of
 the D CPU devices (JAX_NUM_CPU_DEVICES=D), so every device holds one f32[8, 128] shard, exactly
 as in the C++ arms. `f = jax.jit(lambda *xs: tuple(x + 1 for x in xs))` with those shardings in
-and out. One timed call is `out = f(*xs); jax.block_until_ready(out); del out`.
+and out. One timed call is `out = f(*xs); out[0].block_until_ready(); del out`: like the C++
+arms it waits on output 0 (all of its shards). On JAX's CPU client all outputs of one launch
+become ready together, so that is a full round trip; `jax.block_until_ready(out)` on the tuple of
+k outputs would add a Python call per output (about 137 us at k = 100 even when all are ready)
+that the C++ arms do not pay.
+
+Threads: JAX's CPU client is XLA's PJRT CPU client, which sizes its worker pool from PJRT_NPROC
+like the CPU plugin of the C++ arms; bench/run passes every process the same PJRT_NPROC.
 
 Standalone:  python jax_peer.py --devices 8 --args 1,10,100 [--calls 200]
              prints one JSON line per k with the median and p90 in microseconds.
 Driven:      python jax_peer.py --serve --devices 8
              the line protocol of bench/run (same as execute_bench --serve):
-             setup K | run K jax N | free K | info | quit
+             setup K | run K jax N | free K | info | threads | quit
 """
 
 import argparse
@@ -75,7 +82,7 @@ class Case:
         for _ in range(n):
             t0 = clock()
             out = f(*xs)
-            jax.block_until_ready(out)
+            out[0].block_until_ready()  # output 0, as every arm (see the top of this file)
             del out
             samples.append(clock() - t0)
         return samples
@@ -94,6 +101,8 @@ def serve(devices):
                 reply = {"ok": True, "jax": jax.__version__,
                          "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else "",
                          "devices": len(jax.devices()), "platform": jax.devices()[0].platform}
+            elif words[0] == "threads":  # OS threads of this process now
+                reply = {"ok": True, "threads": len(os.listdir("/proc/self/task"))}
             elif words[0] == "setup":
                 k = int(words[1])
                 if k not in cases:
