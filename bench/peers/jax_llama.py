@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""SmolLM2-135M (any Llama GGUF with tied embeddings) in JAX, for tokens/s against shardrt.
+
+The same per-device programs as examples/llama/llama_program.cc, written with jax.shard_map over
+a 1-D mesh of P CPU devices (JAX_NUM_CPU_DEVICES=P) with the same explicit collectives, the same
+weight layout and the same KV-cache layout, so both runtimes must produce the same greedy tokens:
+
+  token_embd [vocab, d]     split on rows (lookup: mask + psum; logits: local argmax, gathered)
+  wqkv [q + 2 kv, d]        device d holds its rows of Wq, then Wk, then Wv, stacked
+  wo [d, q]                 split on rows (outputs all-gathered)
+  wgu [2 ffn, d]            device d holds its rows of Wgate, then Wup
+  wdown [d, ffn]            split on columns (partial products all-reduced)
+  norms                     replicated
+  k_cache, v_cache [layers, P, C/P, kv, hd]: position p at device p % P, slot p / P
+
+Weights are dequantized to f32 by the `gguf` package, in GGUF's row order (Q and K rows with RoPE
+pairs adjacent). Prefill runs the prompt padded to a bucket of 64, 128, ...; decode steps are
+compiled per window (64, 128, ... positions, the smallest holding the position) and donate the
+caches. The host loop mirrors LlamaModel::Generate: the greedy token stays on device and feeds the
+next step, the host reads each token 4 steps behind the newest scheduled step, and stops at a stop
+token or max_tokens. Timing as shardrt's CLI reports it: prefill = from the prompt's upload to
+the first token read; decode = (tokens - 1) / (last token read - first token read).
+
+Programs are compiled ahead of the timed part (Model.prepare, as shardrt's Prepare), for the
+prefill bucket and every decode window the generation will use.
+
+One process, G generations (bench/model runs G = 1 in a new process per measurement, as the CLI
+runs; later generations in the same process are warm), one JSON line each:
+    python jax_llama.py --model M --devices 8 --prompt-tokens 6403,1980,253,655 --max-tokens 64
+A server on stdin/stdout: python jax_llama.py --serve --model M --devices 8
+    (lines: "gen IDS MAX" -> {"ok", "tokens", "prefill_s", "decode_tokens_per_s"}; "info"; "quit")
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--devices", type=int, default=8)
+    p.add_argument("--prompt-tokens", default="6403,1980,253,655")
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--generations", type=int, default=2)
+    p.add_argument("--serve", action="store_true")
+    return p.parse_args()
+
+
+ARGS = parse_args()
+os.environ["JAX_NUM_CPU_DEVICES"] = str(ARGS.devices)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import gguf  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax import lax  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+GRANULE = 64
+LOOKAHEAD = 4
+STOP_NAMES = ("<|im_end|>", "<|endoftext|>")
+
+
+def bucket(n, granule, cap):
+    b = granule
+    while b < n and b < cap:
+        b *= 2
+    return min(b, cap)
+
+
+class Config:
+    def __init__(self, reader):
+        f = reader.fields
+
+        def value(key):
+            return f[key].contents()
+
+        self.n_layers = int(value("llama.block_count"))
+        self.d = int(value("llama.embedding_length"))
+        self.ffn = int(value("llama.feed_forward_length"))
+        self.n_heads = int(value("llama.attention.head_count"))
+        self.n_kv = int(value("llama.attention.head_count_kv"))
+        self.hd = self.d // self.n_heads
+        self.eps = float(value("llama.attention.layer_norm_rms_epsilon"))
+        self.rope_base = float(value("llama.rope.freq_base"))
+        self.q_dim = self.n_heads * self.hd
+        self.kv_dim = self.n_kv * self.hd
+        tokens = [bytes(x).decode("utf-8", "replace") if not isinstance(x, str) else x
+                  for x in value("tokenizer.ggml.tokens")]
+        self.vocab = len(tokens)
+        self.stop = sorted({tokens.index(s) for s in STOP_NAMES if s in tokens}
+                           | ({int(value("tokenizer.ggml.eos_token_id"))}
+                              if "tokenizer.ggml.eos_token_id" in f else set()))
+
+
+def load_weights(reader, c, p):
+    """Global f32 arrays in shardrt's layouts (WeightSpecs order) and their partition specs."""
+    t = {}
+    for tensor in reader.tensors:
+        a = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+        t[tensor.name] = a.reshape([int(x) for x in reversed(tensor.shape)])
+
+    def stacked(parts):  # per device: its rows of each part, one after the other
+        return np.concatenate([np.concatenate([a[d * (a.shape[0] // p):(d + 1) * (a.shape[0] // p)]
+                                               for a in parts]) for d in range(p)])
+
+    names, arrays, specs = [], [], []
+
+    def add(name, array, spec):
+        names.append(name)
+        arrays.append(np.ascontiguousarray(array, dtype=np.float32))
+        specs.append(spec)
+
+    add("token_embd", t["token_embd.weight"], P("x", None))
+    for i in range(c.n_layers):
+        b = f"blk.{i}."
+        add(b + "attn_norm", t[b + "attn_norm.weight"], P())
+        add(b + "wqkv", stacked([t[b + "attn_q.weight"], t[b + "attn_k.weight"],
+                                 t[b + "attn_v.weight"]]), P("x", None))
+        add(b + "wo", t[b + "attn_output.weight"], P("x", None))
+        add(b + "ffn_norm", t[b + "ffn_norm.weight"], P())
+        add(b + "wgu", stacked([t[b + "ffn_gate.weight"], t[b + "ffn_up.weight"]]), P("x", None))
+        add(b + "wdown", t[b + "ffn_down.weight"], P(None, "x"))
+    add("output_norm", t["output_norm.weight"], P())
+    return names, arrays, specs
+
+
+class Model:
+    def __init__(self, path, p):
+        reader = gguf.GGUFReader(path)
+        self.c = c = Config(reader)
+        self.p = p
+        devices = jax.devices()[:p]
+        if len(devices) != p:
+            sys.exit(f"jax_llama: {p} devices asked for, JAX has {len(jax.devices())}")
+        self.mesh = Mesh(np.array(devices), ("x",))
+        self.names, arrays, self.specs = load_weights(reader, c, p)
+        self.weights = [jax.device_put(a, NamedSharding(self.mesh, s))
+                        for a, s in zip(arrays, self.specs)]
+        del arrays
+        jax.block_until_ready(self.weights)
+        self.replicated = NamedSharding(self.mesh, P())
+        half = c.hd // 2
+        self.inv_freq = np.array(
+            [np.float32(1.0) / np.power(np.float32(c.rope_base),
+                                        np.float32(2 * i) / np.float32(c.hd)) for i in range(half)],
+            dtype=np.float32)
+        self.cache_spec = P(None, "x")
+        self._prefill, self._decode = {}, {}
+
+    # ---- the per-device model code (mirrors llama_program.cc's Emitter) ----
+
+    def _pid(self):
+        return jnp.int32(0) if self.p == 1 else lax.axis_index("x").astype(jnp.int32)
+
+    def _all_reduce(self, v):
+        return v if self.p == 1 else lax.psum(v, "x")
+
+    def _all_gather(self, v, dim):
+        return v if self.p == 1 else lax.all_gather(v, "x", axis=dim, tiled=True)
+
+    def _norm(self, x, gain):
+        d = x.shape[1]
+        ms = jnp.sum(x * x, axis=1) / jnp.float32(d)
+        inv = lax.rsqrt(ms + jnp.float32(self.c.eps))
+        return gain[None, :] * (x * inv[:, None])
+
+    @staticmethod
+    def _linear(x, w):
+        return lax.dot_general(x, w, (((1,), (1,)), ((), ())))
+
+    def _embed(self, emb, tokens):
+        rows = self.c.vocab // self.p
+        local = tokens - self._pid() * jnp.int32(rows)
+        inside = (local >= 0) & (local < rows)
+        found = jnp.take(emb, jnp.where(inside, local, 0), axis=0)
+        return self._all_reduce(jnp.where(inside[:, None], found, jnp.float32(0)))
+
+    def _rope(self, x, pos):
+        s, h, hd = x.shape
+        half = hd // 2
+        angle = pos.astype(jnp.float32)[:, None] * jnp.asarray(self.inv_freq)[None, :]
+        cos = jnp.cos(angle)[:, None, :]
+        sin = jnp.sin(angle)[:, None, :]
+        pairs = x.reshape(s, h, half, 2)
+        x0, x1 = pairs[..., 0], pairs[..., 1]
+        r0 = x0 * cos - x1 * sin
+        r1 = x0 * sin + x1 * cos
+        return jnp.stack([r0, r1], axis=3).reshape(s, h, hd)
+
+    def _project(self, x, w, pos):
+        c, p = self.c, self.p
+        s = x.shape[0]
+        cq, ckv = c.q_dim // p, c.kv_dim // p
+        h = self._norm(x, w["attn_norm"])
+        every = self._all_gather(self._linear(h, w["wqkv"]), 1).reshape(s, p, cq + 2 * ckv)
+
+        def part(begin, size, heads):
+            return every[:, :, begin:begin + size].reshape(s, heads, c.hd)
+
+        return (self._rope(part(0, cq, c.n_heads), pos), self._rope(part(cq, ckv, c.n_kv), pos),
+                part(cq + ckv, ckv, c.n_kv))
+
+    def _attention(self, q, qpos, keys, values):
+        c, p = self.c, self.p
+        s, kv, hd, t = q.shape[0], c.n_kv, c.hd, keys.shape[0]
+        g = c.n_heads // kv
+        q4 = q.reshape(s, kv, g, hd)
+        scores = lax.dot_general(q4, keys, (((3,), (2,)), ((1,), (1,))))  # [kv, s, g, t]
+        scores = scores * jnp.float32(1.0 / np.sqrt(hd))
+        kpos = jnp.arange(t, dtype=jnp.int32) * jnp.int32(p) + self._pid()
+        allowed = kpos[None, :] <= qpos[:, None]  # [s, t]
+        scores = jnp.where(allowed[None, :, None, :], scores, jnp.float32(-1e30))
+        m = jnp.max(scores, axis=3)
+        e = jnp.exp(scores - m[..., None])
+        l = jnp.sum(e, axis=3)
+        o = lax.dot_general(e, values, (((3,), (0,)), ((0,), (1,))))  # [kv, s, g, hd]
+        if p > 1:
+            packed = jnp.concatenate([o, m[..., None], l[..., None]], axis=3)
+            every = lax.all_gather(packed[None], "x", axis=0, tiled=True)  # [p, kv, s, g, hd+2]
+            ms, ls = every[..., hd], every[..., hd + 1]
+            m = jnp.max(ms, axis=0)
+            scale = jnp.exp(ms - m[None])
+            l = jnp.sum(ls * scale, axis=0)
+            o = jnp.sum(every[..., :hd] * scale[..., None], axis=0)
+        out = o / l[..., None]
+        return jnp.transpose(out, (1, 0, 2, 3)).reshape(s, c.q_dim)
+
+    def _mlp(self, x, w):
+        f = self.c.ffn // self.p
+        h = self._norm(x, w["ffn_norm"])
+        gu = self._linear(h, w["wgu"])
+        gate, up = gu[:, :f], gu[:, f:2 * f]
+        act = (gate * jax.nn.sigmoid(gate)) * up
+        return x + self._all_reduce(self._linear(act, w["wdown"]))
+
+    def _logits(self, x, wd):
+        rows = self.c.vocab // self.p
+        h = self._norm(x, wd["output_norm"])
+        logits = self._linear(h, wd["token_embd"]).reshape(rows)
+        best = jnp.argmax(logits).astype(jnp.int32)
+        index = best + self._pid() * jnp.int32(rows)
+        if self.p == 1:
+            return index, logits
+        maxes = lax.all_gather(logits[best][None], "x", axis=0, tiled=True)
+        indices = lax.all_gather(index[None], "x", axis=0, tiled=True)
+        return indices[jnp.argmax(maxes)], logits
+
+    def _layer(self, weights, i):
+        b = f"blk.{i}."
+        return {k[len(b):]: v for k, v in weights.items() if k.startswith(b)}
+
+    def _prefill_local(self, tokens, length, *weights):
+        c, p = self.c, self.p
+        wd = dict(zip(self.names, weights))
+        s = tokens.shape[0]
+        slots = self.cache_len // p
+        pos = jnp.arange(s, dtype=jnp.int32)
+        x = self._embed(wd["token_embd"], tokens)
+        ks, vs = [], []
+        for i in range(c.n_layers):
+            w = self._layer(wd, i)
+            q, k, v = self._project(x, w, pos)
+
+            def mine(a):
+                r = a.reshape(s // p, p, c.n_kv, c.hd)
+                d = lax.dynamic_slice(r, (0, self._pid(), 0, 0), (s // p, 1, c.n_kv, c.hd))
+                return d.reshape(s // p, c.n_kv, c.hd)
+
+            keys, values = mine(k), mine(v)
+            x = x + self._all_gather(self._linear(self._attention(q, pos, keys, values),
+                                                  w["wo"]), 1)
+            x = self._mlp(x, w)
+            for a, out in ((keys, ks), (values, vs)):
+                out.append(jnp.pad(a.reshape(1, 1, s // p, c.n_kv, c.hd),
+                                   ((0, 0), (0, 0), (0, slots - s // p), (0, 0), (0, 0))))
+        last = lax.dynamic_slice(x, (length - 1, 0), (1, c.d))
+        token, logits = self._logits(last, wd)
+        return jnp.concatenate(ks, 0), jnp.concatenate(vs, 0), token, logits
+
+    def _decode_local(self, k_cache, v_cache, token, position, *weights, window):
+        c, p = self.c, self.p
+        wd = dict(zip(self.names, weights))
+        pos = position.reshape(1)
+        x = self._embed(wd["token_embd"], token.reshape(1))
+        slot = lax.div(position, jnp.int32(p))
+        mine = lax.rem(position, jnp.int32(p)) == self._pid()
+        one = (1, 1, 1, c.n_kv, c.hd)
+        zero = jnp.int32(0)
+        for i in range(c.n_layers):
+            w = self._layer(wd, i)
+            q, k, v = self._project(x, w, pos)
+            at = (jnp.int32(i), zero, slot, zero, zero)
+
+            def write(cache, new):
+                held = lax.dynamic_slice(cache, at, one)
+                cache = lax.dynamic_update_slice(cache, jnp.where(mine, new.reshape(one), held), at)
+                return cache, cache[i, 0, :window // p].reshape(window // p, c.n_kv, c.hd)
+
+            k_cache, keys = write(k_cache, k)
+            v_cache, values = write(v_cache, v)
+            x = x + self._all_gather(self._linear(self._attention(q, pos, keys, values),
+                                                  w["wo"]), 1)
+            x = self._mlp(x, w)
+        token, logits = self._logits(x, wd)
+        return k_cache, v_cache, token, logits
+
+    # ---- compiled programs ----
+
+    def _out_specs(self):
+        return (self.cache_spec, self.cache_spec, P(), P("x"))
+
+    def _abstract(self, shape, dtype, spec):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(self.mesh, spec))
+
+    def _cache_abstract(self):
+        c = self.c
+        return self._abstract((c.n_layers, self.p, self.cache_len // self.p, c.n_kv, c.hd),
+                              jnp.float32, self.cache_spec)
+
+    def prefill(self, s):
+        """The compiled prefill program for a prompt bucket of s tokens (compiled ahead of use,
+        as shardrt's Prepare does, so that no call compiles)."""
+        if s not in self._prefill:
+            f = jax.shard_map(self._prefill_local, mesh=self.mesh,
+                              in_specs=(P(), P(), *self.specs), out_specs=self._out_specs(),
+                              check_vma=False)
+            self._prefill[s] = jax.jit(f).lower(
+                self._abstract((s,), jnp.int32, P()), self._abstract((), jnp.int32, P()),
+                *self.weights).compile()
+        return self._prefill[s]
+
+    def decode(self, window):
+        """The compiled decode step over `window` positions (caches donated)."""
+        if window not in self._decode:
+            def local(kc, vc, token, position, *weights):
+                return self._decode_local(kc, vc, token, position, *weights, window=window)
+            f = jax.shard_map(local, mesh=self.mesh,
+                              in_specs=(self.cache_spec, self.cache_spec, P(), P(), *self.specs),
+                              out_specs=self._out_specs(), check_vma=False)
+            scalar = self._abstract((), jnp.int32, P())
+            self._decode[window] = jax.jit(f, donate_argnums=(0, 1)).lower(
+                self._cache_abstract(), self._cache_abstract(), scalar, scalar,
+                *self.weights).compile()
+        return self._decode[window]
+
+    def prepare(self, n, max_tokens):
+        """Compiles the prefill bucket and every decode window a generation of max_tokens
+        after a prompt of n tokens uses (LlamaModel::Prepare)."""
+        cache_len = -(-(n + max_tokens) // GRANULE) * GRANULE
+        if getattr(self, "cache_len", None) != cache_len:
+            self.cache_len = cache_len
+            self._prefill, self._decode = {}, {}
+        self.prefill(bucket(n, GRANULE, cache_len))
+        for position in range(n, n + max_tokens - 1):
+            self.decode(bucket(position + 1, GRANULE, cache_len))
+
+    # ---- the host loop (LlamaModel::Generate, greedy) ----
+
+    def generate(self, prompt, max_tokens):
+        n = len(prompt)
+        self.prepare(n, max_tokens)
+        cache_len = self.cache_len
+        b = bucket(n, GRANULE, cache_len)
+        prefill = self.prefill(b)
+        start = time.perf_counter()
+        padded = np.array(list(prompt) + [prompt[-1]] * (b - n), dtype=np.int32)
+        tokens_dev = jax.device_put(padded, self.replicated)
+        length = jax.device_put(np.int32(n), self.replicated)
+        kc, vc, tok, _ = prefill(tokens_dev, length, *self.weights)
+        pending = collections.deque([tok])
+        scheduled, out = 1, []
+        first = last = None
+        stop = False
+
+        def read_one():
+            nonlocal first, last, stop
+            token = int(np.asarray(pending.popleft()))
+            last = time.perf_counter()
+            if first is None:
+                first = last
+            out.append(token)
+            if token in self.c.stop or len(out) >= max_tokens:
+                stop = True
+
+        while not stop:
+            while not stop and pending and len(pending) > LOOKAHEAD:
+                read_one()
+            if stop:
+                break
+            if scheduled >= max_tokens:
+                read_one()
+                continue
+            position = n + scheduled - 1
+            step = self.decode(bucket(position + 1, GRANULE, cache_len))
+            pos_dev = jax.device_put(np.int32(position), self.replicated)
+            kc, vc, tok, _ = step(kc, vc, tok, pos_dev, *self.weights)
+            pending.append(tok)
+            scheduled += 1
+        pending.clear()
+        jax.block_until_ready((kc, vc))
+        decode_s = last - first
+        return {"tokens": out, "prefill_s": first - start,
+                "decode_tokens_per_s": (len(out) - 1) / decode_s if len(out) > 1 and decode_s > 0
+                else 0.0}
+
+
+def main():
+    model = Model(ARGS.model, ARGS.devices)
+    if not ARGS.serve:
+        prompt = [int(x) for x in ARGS.prompt_tokens.split(",")]
+        for g in range(ARGS.generations):
+            r = model.generate(prompt, ARGS.max_tokens)
+            print(json.dumps({"generation": g, "jax": jax.__version__, **r}), flush=True)
+        return
+    for line in sys.stdin:
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            if parts[0] == "quit":
+                print(json.dumps({"ok": True}), flush=True)
+                return
+            if parts[0] == "info":
+                reply = {"jax": jax.__version__, "devices": ARGS.devices,
+                         "pjrt_nproc": os.environ.get("PJRT_NPROC"),
+                         "xla_flags": os.environ.get("XLA_FLAGS", "")}
+            elif parts[0] == "gen":
+                prompt = [int(x) for x in parts[1].split(",")]
+                reply = model.generate(prompt, int(parts[2]))
+            else:
+                raise ValueError(f"unknown request '{parts[0]}'")
+            print(json.dumps({"ok": True, **reply}), flush=True)
+        except Exception as e:  # reported to the driver, which stops
+            print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
