@@ -18,10 +18,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "llama/gguf.h"
+#include "llama/utf8.h"
 #include "shardrt/base/status_macros.h"
 
 namespace shardrt::llama {
 namespace {
+
+using utf8::FindInvalidUtf8;
+using utf8::IsContinuation;
+using utf8::SequenceLength;
+using utf8::ValidSequencePrefix;
 
 constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
 
@@ -44,60 +50,6 @@ void AppendUtf8(uint32_t cp, std::string* out) {
     out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
     out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   }
-}
-
-// The length of the UTF-8 sequence a lead byte starts (2..4), or 0 if `b` cannot start a
-// multi-byte sequence (ASCII, a continuation byte, or a byte never valid in UTF-8).
-int SequenceLength(uint8_t b) {
-  if (b >= 0xC2 && b <= 0xDF) return 2;
-  if (b >= 0xE0 && b <= 0xEF) return 3;
-  if (b >= 0xF0 && b <= 0xF4) return 4;
-  return 0;
-}
-
-// Whether `c` may follow `lead` as the second byte of a sequence (the ranges that exclude
-// overlong forms, surrogates and code points beyond U+10FFFF).
-bool ValidSecondByte(uint8_t lead, uint8_t c) {
-  switch (lead) {
-    case 0xE0: return c >= 0xA0 && c <= 0xBF;
-    case 0xED: return c >= 0x80 && c <= 0x9F;
-    case 0xF0: return c >= 0x90 && c <= 0xBF;
-    case 0xF4: return c >= 0x80 && c <= 0x8F;
-    default: return c >= 0x80 && c <= 0xBF;
-  }
-}
-
-bool IsContinuation(uint8_t c) { return (c & 0xC0) == 0x80; }
-
-// Whether s[pos..pos+n) is a complete, valid sequence (n = SequenceLength(s[pos]) >= 2) or, if
-// it is cut short by the end of `s`, a valid prefix of one. Returns the number of valid bytes
-// (n when complete; fewer when `s` ends inside it); 0 when the bytes cannot form a sequence.
-size_t ValidSequencePrefix(absl::string_view s, size_t pos, int n) {
-  const auto lead = static_cast<uint8_t>(s[pos]);
-  size_t i = 1;
-  for (; i < static_cast<size_t>(n) && pos + i < s.size(); ++i) {
-    const auto c = static_cast<uint8_t>(s[pos + i]);
-    if (i == 1 ? !ValidSecondByte(lead, c) : !IsContinuation(c)) return 0;
-  }
-  return i;
-}
-
-// The offset of the first byte that does not belong to a valid UTF-8 sequence, or npos.
-size_t FindInvalidUtf8(absl::string_view s) {
-  size_t pos = 0;
-  while (pos < s.size()) {
-    const auto b = static_cast<uint8_t>(s[pos]);
-    if (b < 0x80) {
-      ++pos;
-      continue;
-    }
-    const int n = SequenceLength(b);
-    if (n == 0 || pos + n > s.size() || ValidSequencePrefix(s, pos, n) != static_cast<size_t>(n)) {
-      return pos;
-    }
-    pos += n;
-  }
-  return absl::string_view::npos;
 }
 
 // ---------------------------------------------------------------------------------------------

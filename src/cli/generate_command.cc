@@ -27,6 +27,7 @@
 #include "llama/gguf.h"
 #include "llama/llama_model.h"
 #include "llama/tokenizer.h"
+#include "llama/utf8.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/base/status_macros.h"
 
@@ -57,34 +58,6 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
     ids.push_back(id);
   }
   return ids;
-}
-
-// `bytes` with every invalid UTF-8 sequence replaced by U+FFFD (for JSON, which must be UTF-8).
-std::string ValidUtf8(absl::string_view bytes) {
-  std::string out;
-  size_t i = 0;
-  while (i < bytes.size()) {
-    const unsigned char c = bytes[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= bytes.size() && !(len == 2 && c < 0xC2);
-    for (size_t k = 1; ok && k < len; ++k) ok = (bytes[i + k] & 0xC0) == 0x80;
-    if (ok && len == 3) {
-      const unsigned char c1 = bytes[i + 1];
-      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
-    }
-    if (ok && len == 4) {
-      const unsigned char c1 = bytes[i + 1];
-      ok = c <= 0xF4 && !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
-    }
-    if (ok) {
-      out.append(bytes.data() + i, len);
-      i += len;
-    } else {
-      out.append("\xEF\xBF\xBD");
-      ++i;
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -239,7 +212,7 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
     std::printf("{\"prompt_tokens\": %s, \"tokens\": %s, \"text\": %s, \"prefill_s\": %.6f, "
                 "\"decode_tokens_per_s\": %.3f}\n",
                 JsonIntList(prompt64).c_str(), JsonIntList(tokens64).c_str(),
-                JsonString(ValidUtf8(text)).c_str(), result.prefill_seconds, decode_rate);
+                JsonString(llama::utf8::ReplaceInvalidUtf8(text)).c_str(), result.prefill_seconds, decode_rate);
   }
   std::fprintf(stderr, "prefill: %lld prompt tokens in %.3f s (%.1f tokens/s)\n",
                static_cast<long long>(result.prompt_tokens), result.prefill_seconds,
