@@ -210,14 +210,30 @@ class Emitter {
 
 using stablehlo::Signature;
 
-std::string Module(absl::string_view name, int64_t partitions, const Signature& sig,
-                   const std::string& body, const std::vector<Value>& results) {
+// Both programs return the caches, the greedy token and the vocabulary-split logits.
+std::vector<ArraySpec> Outputs(const std::vector<ArraySpec>& caches, int64_t vocab) {
+  std::vector<ArraySpec> outputs = caches;
+  outputs.push_back(S32("next_token", {}));
+  outputs.push_back(ArraySpec{"logits", ElementType::kF32, {vocab}, 0});
+  return outputs;
+}
+
+// The program `name`: the module around the builder's body, returning `results`.
+LlamaProgram Assemble(std::string name, int64_t partitions, Signature sig, const Builder& b,
+                      const std::vector<Value>& results) {
   std::vector<std::string> refs, types;
   for (const Value& v : results) {
     refs.push_back(v.ref);
     types.push_back(stablehlo::TypeText(v.type));
   }
-  return stablehlo::ModuleText(absl::StrCat("llama_", name), partitions, sig, body, refs, types);
+  LlamaProgram program;
+  program.mlir = stablehlo::ModuleText(absl::StrCat("llama_", name), partitions, sig, b.body(),
+                                       refs, types);
+  program.name = std::move(name);
+  program.parameters = std::move(sig.parameters);
+  program.outputs = std::move(sig.outputs);
+  program.aliases = std::move(sig.aliases);
+  return program;
 }
 
 absl::Status CheckShape(const LlamaConfig& c, const ProgramShape& shape, int64_t size,
@@ -260,9 +276,7 @@ absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& c, const ProgramShap
   const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.cache_len);
   Signature sig;
   sig.parameters = {S32("tokens", {s}), S32("length", {})};
-  sig.outputs = caches;
-  sig.outputs.push_back(S32("next_token", {}));
-  sig.outputs.push_back(ArraySpec{"logits", ElementType::kF32, {c.vocab}, 0});
+  sig.outputs = Outputs(caches, c.vocab);
 
   Emitter e(c, p);
   Builder& b = e.b();
@@ -297,12 +311,7 @@ absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& c, const ProgramShap
                                 e.Leave(b.Concatenate(v_layers, 0), caches[1]),
                                 e.Leave(head.next_token, sig.outputs[2]),
                                 e.Leave(head.logits, sig.outputs[3])};
-  LlamaProgram program;
-  program.name = absl::StrCat("prefill_", s);
-  program.mlir = Module(program.name, p, sig, b.body(), results);
-  program.parameters = std::move(sig.parameters);
-  program.outputs = std::move(sig.outputs);
-  return program;
+  return Assemble(absl::StrCat("prefill_", s), p, std::move(sig), b, results);
 }
 
 absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape& shape) {
@@ -313,9 +322,7 @@ absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape
   sig.parameters = caches;
   sig.parameters.push_back(S32("token", {}));
   sig.parameters.push_back(S32("position", {}));
-  sig.outputs = caches;
-  sig.outputs.push_back(S32("next_token", {}));
-  sig.outputs.push_back(ArraySpec{"logits", ElementType::kF32, {c.vocab}, 0});
+  sig.outputs = Outputs(caches, c.vocab);
   sig.aliases = {{0, 0}, {1, 1}};
 
   Emitter e(c, p);
@@ -355,13 +362,7 @@ absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape
   std::vector<Value> results = {e.Leave(k_cache, caches[0]), e.Leave(v_cache, caches[1]),
                                 e.Leave(head.next_token, sig.outputs[2]),
                                 e.Leave(head.logits, sig.outputs[3])};
-  LlamaProgram program;
-  program.name = absl::StrCat("decode_", w);
-  program.mlir = Module(program.name, p, sig, b.body(), results);
-  program.parameters = std::move(sig.parameters);
-  program.outputs = std::move(sig.outputs);
-  program.aliases = std::move(sig.aliases);
-  return program;
+  return Assemble(absl::StrCat("decode_", w), p, std::move(sig), b, results);
 }
 
 }  // namespace shardrt::llama
