@@ -14,15 +14,20 @@ weight layout and the same KV-cache layout, so both runtimes must produce the sa
   k_cache, v_cache [layers, P, C/P, kv, hd]: position p at device p % P, slot p / P
 
 Weights are dequantized to f32 by the `gguf` package, in GGUF's row order (Q and K rows with RoPE
-pairs adjacent). Prefill runs the prompt padded to a bucket of 64, 128, ...; decode steps are
-compiled per window (64, 128, ... positions, the smallest holding the position) and donate the
-caches. The host loop mirrors LlamaModel::Generate: the greedy token stays on device and feeds the
-next step, the host reads each token 4 steps behind the newest scheduled step, and stops at a stop
-token or max_tokens. Timing as shardrt's CLI reports it: prefill = from the prompt's upload to
-the first token read; decode = (tokens - 1) / (last token read - first token read).
+pairs adjacent). The cache length C is the prompt plus max_tokens rounded up to a multiple of
+lcm(64, block). Prefill runs the prompt padded to a bucket of 64, 128, ... One decode step per
+cache length serves every position and donates the caches: per layer, its attention is a
+lax.while_loop over blocks of `block` positions (block / P slots per device; 256 when P divides
+it, else 32 P, as shardrt's CLI; --attention-block sets it) that runs position // block + 1
+iterations, each block's partial softmax merged into the running one (online softmax, from
+m = -1e30, l = 0, o = 0), then combined across the devices. The host loop mirrors
+LlamaModel::Generate: the greedy token stays on device and feeds the next step, the host reads
+each token 4 steps behind the newest scheduled step, and stops at a stop token or max_tokens.
+Timing as shardrt's CLI reports it: prefill = from the prompt's upload to the first token read;
+decode = (tokens - 1) / (last token read - first token read).
 
-Programs are compiled ahead of the timed part (Model.prepare, as shardrt's Prepare), for the
-prefill bucket and every decode window the generation will use.
+Programs are compiled ahead of the timed part (Model.prepare, as shardrt's Prepare): the prefill
+bucket and the decode step.
 
 One process, G generations (bench/model runs G = 1 in a new process per measurement, as the CLI
 runs; later generations in the same process are warm), one JSON line each:
@@ -34,6 +39,7 @@ A server on stdin/stdout: python jax_llama.py --serve --model M --devices 8
 import argparse
 import collections
 import json
+import math
 import os
 import sys
 import time
@@ -47,6 +53,9 @@ def parse_args():
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--generations", type=int, default=2)
     p.add_argument("--serve", action="store_true")
+    p.add_argument("--attention-block", type=int, default=0,
+                   help="positions per decode attention loop iteration, a multiple of --devices "
+                        "(default: 256 when the devices divide it, else 32 x devices)")
     return p.parse_args()
 
 
@@ -65,6 +74,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 GRANULE = 64
 LOOKAHEAD = 4
 STOP_NAMES = ("<|im_end|>", "<|endoftext|>")
+# The score of a masked-out key: exp(MASKED - m) is 0 for every real maximum m.
+MASKED = -1e30
 
 
 def bucket(n, granule, cap):
@@ -132,7 +143,11 @@ def load_weights(reader, c, p):
 
 
 class Model:
-    def __init__(self, path, p):
+    def __init__(self, path, p, block=0):
+        block = block or (256 if 256 % p == 0 else p * 32)
+        if block < 1 or block % p != 0:
+            sys.exit(f"jax_llama: attention block {block}: expected a multiple of the {p} devices")
+        self.block = block
         reader = gguf.GGUFReader(path)
         self.c = c = Config(reader)
         self.p = p
@@ -152,7 +167,7 @@ class Model:
                                         np.float32(2 * i) / np.float32(c.hd)) for i in range(half)],
             dtype=np.float32)
         self.cache_spec = P(None, "x")
-        self._prefill, self._decode = {}, {}
+        self._prefill, self._decode = {}, None
 
     # ---- the per-device model code (mirrors llama_program.cc's Emitter) ----
 
@@ -207,20 +222,43 @@ class Model:
         return (self._rope(part(0, cq, c.n_heads), pos), self._rope(part(cq, ckv, c.n_kv), pos),
                 part(cq + ckv, ckv, c.n_kv))
 
-    def _attention(self, q, qpos, keys, values):
+    def _local_attention(self, q, qpos, keys, values, first_slot):
+        """One device's partial attention (o [kv, s, g, hd], m, l [kv, s, g]) of q [s, heads, hd]
+        at positions qpos over keys and values [t, kv, hd] in its slots first_slot .. + t - 1
+        (positions (first_slot + j) P + pid); keys after a query's position are masked out."""
         c, p = self.c, self.p
         s, kv, hd, t = q.shape[0], c.n_kv, c.hd, keys.shape[0]
         g = c.n_heads // kv
         q4 = q.reshape(s, kv, g, hd)
         scores = lax.dot_general(q4, keys, (((3,), (2,)), ((1,), (1,))))  # [kv, s, g, t]
         scores = scores * jnp.float32(1.0 / np.sqrt(hd))
-        kpos = jnp.arange(t, dtype=jnp.int32) * jnp.int32(p) + self._pid()
+        slots = jnp.arange(t, dtype=jnp.int32) + first_slot
+        kpos = slots * jnp.int32(p) + self._pid()
         allowed = kpos[None, :] <= qpos[:, None]  # [s, t]
-        scores = jnp.where(allowed[None, :, None, :], scores, jnp.float32(-1e30))
+        scores = jnp.where(allowed[None, :, None, :], scores, jnp.float32(MASKED))
         m = jnp.max(scores, axis=3)
         e = jnp.exp(scores - m[..., None])
         l = jnp.sum(e, axis=3)
         o = lax.dot_general(e, values, (((3,), (0,)), ((0,), (1,))))  # [kv, s, g, hd]
+        return o, m, l
+
+    @staticmethod
+    def _merge(a, b):
+        """Two partials over disjoint keys merged into the partial over all of them."""
+        oa, ma, la = a
+        ob, mb, lb = b
+        m = jnp.maximum(ma, mb)
+        sa = jnp.exp(ma - m)
+        sb = jnp.exp(mb - m)
+        l = la * sa + lb * sb
+        o = oa * sa[..., None] + ob * sb[..., None]
+        return o, m, l
+
+    def _combine(self, part):
+        """The attention output [s, heads * hd] from every device's partial (one all-gather)."""
+        c, p = self.c, self.p
+        o, m, l = part
+        s, hd = m.shape[1], c.hd
         if p > 1:
             packed = jnp.concatenate([o, m[..., None], l[..., None]], axis=3)
             every = lax.all_gather(packed[None], "x", axis=0, tiled=True)  # [p, kv, s, g, hd+2]
@@ -231,6 +269,38 @@ class Model:
             o = jnp.sum(every[..., :hd] * scale[..., None], axis=0)
         out = o / l[..., None]
         return jnp.transpose(out, (1, 0, 2, 3)).reshape(s, c.q_dim)
+
+    def _attention(self, q, qpos, keys, values):
+        return self._combine(self._local_attention(q, qpos, keys, values, jnp.int32(0)))
+
+    def _cached_attention(self, q, position, k_cache, v_cache, layer):
+        """The attention of the one query q [1, heads, hd] at `position` over layer `layer` of
+        this device's caches [layers, 1, slots, kv, hd]: a loop over blocks of block / P slots
+        up to the block holding `position`, merged online, then combined over the devices."""
+        c, p = self.c, self.p
+        kv, g, hd = c.n_kv, c.n_heads // c.n_kv, c.hd
+        bs = self.block // p
+        blocks = lax.div(position, jnp.int32(bs * p)) + jnp.int32(1)
+        qpos = position.reshape(1)
+        zero = jnp.int32(0)
+
+        def body(carry):
+            i, m, l, o = carry
+            first = i * jnp.int32(bs)
+
+            def block(cache):
+                slab = lax.dynamic_slice(cache, (jnp.int32(layer), zero, first, zero, zero),
+                                         (1, 1, bs, kv, hd))
+                return slab.reshape(bs, kv, hd)
+
+            part = self._local_attention(q, qpos, block(k_cache), block(v_cache), first)
+            o, m, l = self._merge((o, m, l), part)
+            return i + jnp.int32(1), m, l, o
+
+        init = (zero, jnp.full((kv, 1, g), MASKED, jnp.float32), jnp.zeros((kv, 1, g), jnp.float32),
+                jnp.zeros((kv, 1, g, hd), jnp.float32))
+        _, m, l, o = lax.while_loop(lambda carry: carry[0] < blocks, body, init)
+        return self._combine((o, m, l))
 
     def _mlp(self, x, w):
         f = self.c.ffn // self.p
@@ -284,7 +354,7 @@ class Model:
         token, logits = self._logits(last, wd)
         return jnp.concatenate(ks, 0), jnp.concatenate(vs, 0), token, logits
 
-    def _decode_local(self, k_cache, v_cache, token, position, *weights, window):
+    def _decode_local(self, k_cache, v_cache, token, position, *weights):
         c, p = self.c, self.p
         wd = dict(zip(self.names, weights))
         pos = position.reshape(1)
@@ -300,13 +370,12 @@ class Model:
 
             def write(cache, new):
                 held = lax.dynamic_slice(cache, at, one)
-                cache = lax.dynamic_update_slice(cache, jnp.where(mine, new.reshape(one), held), at)
-                return cache, cache[i, 0, :window // p].reshape(window // p, c.n_kv, c.hd)
+                return lax.dynamic_update_slice(cache, jnp.where(mine, new.reshape(one), held), at)
 
-            k_cache, keys = write(k_cache, k)
-            v_cache, values = write(v_cache, v)
-            x = x + self._all_gather(self._linear(self._attention(q, pos, keys, values),
-                                                  w["wo"]), 1)
+            k_cache = write(k_cache, k)
+            v_cache = write(v_cache, v)
+            attn = self._cached_attention(q, position, k_cache, v_cache, i)
+            x = x + self._all_gather(self._linear(attn, w["wo"]), 1)
             x = self._mlp(x, w)
         token, logits = self._logits(x, wd)
         return k_cache, v_cache, token, logits
@@ -336,30 +405,29 @@ class Model:
                 *self.weights).compile()
         return self._prefill[s]
 
-    def decode(self, window):
-        """The compiled decode step over `window` positions (caches donated)."""
-        if window not in self._decode:
-            def local(kc, vc, token, position, *weights):
-                return self._decode_local(kc, vc, token, position, *weights, window=window)
-            f = jax.shard_map(local, mesh=self.mesh,
+    def decode(self):
+        """The compiled decode step for the cache length, every position (caches donated)."""
+        if self._decode is None:
+            f = jax.shard_map(self._decode_local, mesh=self.mesh,
                               in_specs=(self.cache_spec, self.cache_spec, P(), P(), *self.specs),
                               out_specs=self._out_specs(), check_vma=False)
             scalar = self._abstract((), jnp.int32, P())
-            self._decode[window] = jax.jit(f, donate_argnums=(0, 1)).lower(
+            self._decode = jax.jit(f, donate_argnums=(0, 1)).lower(
                 self._cache_abstract(), self._cache_abstract(), scalar, scalar,
                 *self.weights).compile()
-        return self._decode[window]
+        return self._decode
 
     def prepare(self, n, max_tokens):
-        """Compiles the prefill bucket and every decode window a generation of max_tokens
-        after a prompt of n tokens uses (LlamaModel::Prepare)."""
-        cache_len = -(-(n + max_tokens) // GRANULE) * GRANULE
+        """Compiles the prefill bucket and the decode step a generation of max_tokens after a
+        prompt of n tokens uses (LlamaModel::Prepare); the cache holds n + max_tokens positions
+        rounded up to a multiple of lcm(granule, block) (LlamaModel::Create)."""
+        unit = math.lcm(GRANULE, self.block)
+        cache_len = -(-(n + max_tokens) // unit) * unit
         if getattr(self, "cache_len", None) != cache_len:
             self.cache_len = cache_len
-            self._prefill, self._decode = {}, {}
+            self._prefill, self._decode = {}, None
         self.prefill(bucket(n, GRANULE, cache_len))
-        for position in range(n, n + max_tokens - 1):
-            self.decode(bucket(position + 1, GRANULE, cache_len))
+        self.decode()
 
     # ---- the host loop (LlamaModel::Generate, greedy) ----
 
@@ -398,7 +466,7 @@ class Model:
                 read_one()
                 continue
             position = n + scheduled - 1
-            step = self.decode(bucket(position + 1, GRANULE, cache_len))
+            step = self.decode()
             pos_dev = jax.device_put(np.int32(position), self.replicated)
             kc, vc, tok, _ = step(kc, vc, tok, pos_dev, *self.weights)
             pending.append(tok)
@@ -412,7 +480,7 @@ class Model:
 
 
 def main():
-    model = Model(ARGS.model, ARGS.devices)
+    model = Model(ARGS.model, ARGS.devices, ARGS.attention_block)
     if not ARGS.serve:
         prompt = [int(x) for x in ARGS.prompt_tokens.split(",")]
         for g in range(ARGS.generations):

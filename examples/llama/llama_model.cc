@@ -76,11 +76,17 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(LlamaConfig confi
                                                    ": expected a multiple of the ",
                                                    o.partitions, " devices"));
   }
+  if (o.block < 1 || o.block % o.partitions != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("attention block ", o.block,
+                                                   ": expected a multiple of the ",
+                                                   o.partitions, " devices"));
+  }
   if (o.cache_len < 1) {
     return absl::InvalidArgumentError(absl::StrCat("cache length ", o.cache_len, ": expected >= 1"));
   }
-  o.cache_len = (o.cache_len + o.granule - 1) / o.granule * o.granule;
-  const int64_t max_cache = config.context / o.granule * o.granule;
+  const int64_t unit = std::lcm(o.granule, o.block);
+  o.cache_len = (o.cache_len + unit - 1) / unit * unit;
+  const int64_t max_cache = config.context / unit * unit;
   if (o.cache_len > max_cache) {
     return absl::InvalidArgumentError(
         absl::StrCat("cache length ", options.cache_len, ": the model's context holds ",
@@ -122,7 +128,7 @@ absl::StatusOr<ComputationPtr> LlamaModel::Program(bool prefill, int64_t size) {
   // Compiled without the lock, so that several programs compile at once (Prepare); two
   // threads asking for the same program both compile it and the first one kept wins.
   ProgramShape shape{options_.partitions, options_.cache_len, prefill ? size : 0,
-                     prefill ? 0 : size};
+                     prefill ? 0 : options_.block};
   SHARDRT_ASSIGN_OR_RETURN(LlamaProgram program,
                            prefill ? EmitPrefill(config_, shape) : EmitDecode(config_, shape));
   CompileRequest request;
@@ -140,16 +146,9 @@ absl::Status LlamaModel::Prepare(int64_t prompt_len, int64_t max_tokens) {
         "prepare: a prompt of ", prompt_len, " tokens and ", max_tokens,
         " generated tokens do not fit the cache of ", options_.cache_len, " positions"));
   }
-  // The prefill bucket and every decode window positions prompt_len .. prompt_len +
-  // max_tokens - 2 fall into.
-  std::vector<std::pair<bool, int64_t>> wanted = {
-      {true, Bucket(prompt_len, options_.granule, options_.cache_len)}};
-  const int64_t last = std::max(prompt_len, prompt_len + max_tokens - 2);
-  for (int64_t w = Bucket(prompt_len + 1, options_.granule, options_.cache_len);;
-       w = Bucket(w + 1, options_.granule, options_.cache_len)) {
-    wanted.emplace_back(false, w);
-    if (w > last || w >= options_.cache_len) break;
-  }
+  // The prompt's prefill bucket and the decode step.
+  const std::vector<std::pair<bool, int64_t>> wanted = {
+      {true, Bucket(prompt_len, options_.granule, options_.cache_len)}, {false, 0}};
   return ParallelFor(client_.pool(), int64_t(wanted.size()), ParallelCost{.per_item_ns = 1e9},
                      [&](int64_t begin, int64_t end) -> absl::Status {
                        for (int64_t i = begin; i < end; ++i) {
@@ -217,7 +216,17 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
                            client_.TransferToDevice(inputs, input_layouts));
   std::vector<DataPtr> args = std::move(prompt_data);
   args.insert(args.end(), weights_.begin(), weights_.end());
+  SHARDRT_ASSIGN_OR_RETURN(ComputationPtr decode, Program(false, 0));
   SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state, executor_.Schedule(prefill, std::move(args)));
+  if (options_.retention == ProgramRetention::kReleasePrefill) {
+    // The executor holds the prefill until it has run; then its memory goes.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      programs_.erase({true, bucket});
+    }
+    client_.EvictCompiled(*prefill);
+    prefill.reset();
+  }
 
   // Steps scheduled whose token has not been read: (next_token, logits) placeholders.
   std::deque<std::pair<DataPtr, DataPtr>> pending;
@@ -260,7 +269,7 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
       if (sampling) {
         const HostArrayView view{ElementType::kS32, {},
                                  std::as_bytes(std::span<const int32_t>(&token, 1))};
-        const std::shared_ptr<const DataLayout> layout = prefill->output_layout(2);
+        const std::shared_ptr<const DataLayout> layout = decode->parameter_layout(2);
         SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> up,
                                  client_.TransferToDevice({&view, 1}, {&layout, 1}));
         sampled = std::move(up[0]);
@@ -273,9 +282,6 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
     }
     // Decode step `scheduled`: the newest token at position n + scheduled - 1.
     const int32_t position = int32_t(n + scheduled - 1);
-    SHARDRT_ASSIGN_OR_RETURN(
-        ComputationPtr decode,
-        Program(false, Bucket(position + 1, options_.granule, options_.cache_len)));
     const HostArrayView view{ElementType::kS32, {},
                              std::as_bytes(std::span<const int32_t>(&position, 1))};
     const std::shared_ptr<const DataLayout> layout = decode->parameter_layout(3);

@@ -1,6 +1,6 @@
 // LlamaModel: a Llama model on P devices, ready to generate: its weights on device (sharded,
-// loaded once), and its programs, compiled on first use for each prompt bucket and decode
-// window (prefill and decode, llama_program.h).
+// loaded once), and its programs, compiled on first use: a prefill per prompt bucket and one
+// decode step (llama_program.h).
 //
 // Generate runs prefill, then one decode step per token on the runtime's asynchronous executor:
 // each step takes the previous step's caches and token as placeholders (nothing returns to the
@@ -30,14 +30,27 @@
 
 namespace shardrt::llama {
 
+// Which compiled programs a model keeps after using them.
+enum class ProgramRetention {
+  kKeepAll,  // every program stays compiled (repeated generations compile nothing)
+  // A prefill program is released once its execution is scheduled: a process that generates
+  // once holds one program (the decode step) while it decodes. A later Generate compiles its
+  // prefill again (or loads it from the persistent compile cache).
+  kReleasePrefill,
+};
+
 struct ModelOptions {
   int64_t partitions = 8;
   // Positions the KV cache holds: the prompt plus every generated token must fit. Rounded up
-  // to a multiple of the bucket granule, at most the model's context.
+  // to a multiple of both the bucket granule and the attention block, at most the model's
+  // context.
   int64_t cache_len = 512;
-  // Prompt buckets and decode windows are granule, 2 granule, 4 granule, ... (a multiple of
-  // partitions).
+  // Prompt buckets are granule, 2 granule, 4 granule, ... (a multiple of partitions).
   int64_t granule = 64;
+  // Positions a decode step's attention loop covers per iteration (a multiple of partitions):
+  // a step at position p runs p / block + 1 iterations.
+  int64_t block = 256;
+  ProgramRetention retention = ProgramRetention::kKeepAll;
 };
 
 struct SamplingOptions {
@@ -86,7 +99,7 @@ class LlamaModel {
 
   // Compiles, several at once on the client's pool, every program a generation of up to
   // `max_tokens` tokens after a prompt of `prompt_len` tokens uses and that is not compiled yet:
-  // its prefill bucket and every decode window it reaches. Generate compiles what it needs on
+  // its prefill bucket and the decode step. Generate compiles what it needs on
   // first use; calling Prepare first keeps compilation (and the compiler's memory) out of the
   // generation. Errors: InvalidArgument when they do not fit the cache; compile errors.
   [[nodiscard]] absl::Status Prepare(int64_t prompt_len, int64_t max_tokens);

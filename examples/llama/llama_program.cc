@@ -27,6 +27,9 @@ Type TypeOf(const ArraySpec& spec, std::vector<int64_t> dims) {
 
 // Writes the per-device model code. With one partition there is no SPMD at all: no sharding
 // custom calls, no collectives, partition id 0.
+// The score of a masked-out key: exp(kMasked - m) is 0 for every real maximum m.
+constexpr double kMasked = -1e30;
+
 class Emitter {
  public:
   Emitter(const LlamaConfig& c, int64_t partitions) : c_(c), p_(partitions) {
@@ -123,27 +126,54 @@ class Emitter {
                part(cq + ckv, ckv, c_.n_kv_heads)};
   }
 
-  // Causal attention of q [s, heads, hd] at positions qpos s32[s] over this device's keys and
-  // values [t, kv, hd], which sit at positions pid + P * j. Each device computes, per query
-  // and head, its maximum score m, the sum l of exp(score - m) and the exp-weighted values o;
-  // one all-gather brings every device's (o, m, l), which combine exactly as one softmax over
-  // all positions. Returns [s, heads * hd].
-  Value Attention(const Value& q, const Value& qpos, const Value& keys, const Value& values) {
+  // One device's share of a causal attention, before the devices combine: per query and head,
+  // the maximum score m, the sum l of exp(score - m) and the exp-weighted values o.
+  struct Partial {
+    Value o;     // [kv, s, g, hd]
+    Value m, l;  // [kv, s, g]
+  };
+  // q [s, heads, hd] at positions qpos s32[s] against keys and values [t, kv, hd] held in this
+  // device's cache slots first_slot .. first_slot + t - 1, i.e. at positions
+  // pid + P * (first_slot + j); keys after a query's position are masked out.
+  Partial LocalAttention(const Value& q, const Value& qpos, const Value& keys,
+                         const Value& values, const Value& first_slot, const Value& pid) {
     const int64_t s = q.type.dims[0], kv = c_.n_kv_heads, g = c_.n_heads / kv,
                   hd = c_.head_dim, t = keys.type.dims[0];
     Value q4 = b_.Reshape(q, {s, kv, g, hd});
     Value scores = b_.Dot(q4, keys, {1}, {1}, {3}, {2});  // [kv, s, g, t]
     scores = b_.Scale(scores, 1.0 / std::sqrt(double(hd)));
-    Value kpos = b_.Add(b_.Mul(b_.Iota(I32({t}), 0), b_.Splat(double(p_), I32({t}))),
-                        b_.Broadcast(pid_, {t}, {}));
+    Value slots = b_.Add(b_.Iota(I32({t}), 0), b_.Broadcast(first_slot, {t}, {}));
+    Value kpos = b_.Add(b_.Mul(slots, b_.Splat(double(p_), I32({t}))), b_.Broadcast(pid, {t}, {}));
     Value allowed = b_.Compare(b_.Broadcast(kpos, {s, t}, {1}), b_.Broadcast(qpos, {s, t}, {0}),
                                "LE");
     const std::vector<int64_t> full = {kv, s, g, t};
-    scores = b_.Select(b_.Broadcast(allowed, full, {1, 3}), scores, b_.Splat(-1e30, F32(full)));
+    scores = b_.Select(b_.Broadcast(allowed, full, {1, 3}), scores, b_.Splat(kMasked, F32(full)));
     Value m = b_.Reduce(scores, {3}, "maximum", b_.NegInf());  // [kv, s, g]
     Value e = b_.Unary("exponential", b_.Sub(scores, b_.Broadcast(m, full, {0, 1, 2})));
     Value l = b_.Reduce(e, {3}, "add", b_.Splat(0.0, F32({})));
     Value o = b_.Dot(e, values, {0}, {1}, {3}, {0});  // [kv, s, g, hd]
+    return Partial{o, m, l};
+  }
+
+  // Two partials over disjoint keys merged into the partial over all of them (what one softmax
+  // over both would give).
+  Partial Merge(const Partial& a, const Partial& b) {
+    const std::vector<int64_t> dims = a.o.type.dims;
+    Value m = b_.Binary("maximum", a.m, b.m);
+    Value sa = b_.Unary("exponential", b_.Sub(a.m, m));
+    Value sb = b_.Unary("exponential", b_.Sub(b.m, m));
+    Value l = b_.Add(b_.Mul(a.l, sa), b_.Mul(b.l, sb));
+    Value o = b_.Add(b_.Mul(a.o, b_.Broadcast(sa, dims, {0, 1, 2})),
+                     b_.Mul(b.o, b_.Broadcast(sb, dims, {0, 1, 2})));
+    return Partial{o, m, l};
+  }
+
+  // The attention output [s, heads * hd] from every device's partial: one all-gather brings
+  // every device's (o, m, l), which combine exactly as one softmax over all positions.
+  Value Combine(Partial part) {
+    const int64_t kv = c_.n_kv_heads, s = part.m.type.dims[1], g = c_.n_heads / kv,
+                  hd = c_.head_dim;
+    Value o = part.o, m = part.m, l = part.l;
     const std::vector<int64_t> out4 = {kv, s, g, hd};
     if (p_ > 1) {
       Value packed = b_.Concatenate(
@@ -163,6 +193,58 @@ class Emitter {
     }
     Value out = b_.Div(o, b_.Broadcast(l, out4, {0, 1, 2}));
     return b_.Reshape(b_.Transpose(out, {1, 0, 2, 3}), {s, c_.q_dim()});
+  }
+
+  // Causal attention of q [s, heads, hd] at positions qpos s32[s] over this device's keys and
+  // values [t, kv, hd] (positions pid + P * j), combined over the devices. Returns
+  // [s, heads * hd].
+  Value Attention(const Value& q, const Value& qpos, const Value& keys, const Value& values) {
+    return Combine(LocalAttention(q, qpos, keys, values, b_.I32(0), pid_));
+  }
+
+  // The attention of the one query q [1, heads, hd] at `position` over layer `layer` of this
+  // device's caches [layers, 1, slots, kv, hd]: a loop over blocks of `block_slots` slots that
+  // runs only as far as the block holding `position`, each block merged into the running
+  // partial (online softmax), then combined over the devices. The caches pass through the loop
+  // unchanged; the returned ones are the loop's (the same values).
+  struct CachedResult {
+    Value attention;  // [1, heads * hd]
+    Value k_cache, v_cache;
+  };
+  CachedResult CachedAttention(const Value& q, const Value& position, const Value& k_cache,
+                               const Value& v_cache, int64_t layer, int64_t block_slots) {
+    const int64_t kv = c_.n_kv_heads, g = c_.n_heads / kv, hd = c_.head_dim;
+    Value blocks = b_.Add(b_.Binary("divide", position, b_.I32(block_slots * p_)), b_.I32(1));
+    const std::vector<Value> inits = {b_.I32(0),
+                                      b_.Splat(kMasked, F32({kv, 1, g})),
+                                      b_.Splat(0.0, F32({kv, 1, g})),
+                                      b_.Splat(0.0, F32({kv, 1, g, hd})),
+                                      k_cache,
+                                      v_cache,
+                                      q,
+                                      position,
+                                      pid_,
+                                      blocks};
+    std::vector<Value> out = b_.While(
+        inits,
+        [&](const std::vector<Value>& v) {
+          return std::vector<Value>{b_.Compare(v[0], v[9], "LT")};
+        },
+        [&](const std::vector<Value>& v) {
+          Value first = b_.Mul(v[0], b_.I32(block_slots));
+          const Value zero = b_.I32(0);
+          auto block = [&](const Value& cache) {
+            Value slab = b_.DynamicSlice(cache, {b_.I32(layer), zero, first, zero, zero},
+                                         {1, 1, block_slots, kv, hd});
+            return b_.Reshape(slab, {block_slots, kv, hd});
+          };
+          Partial part = LocalAttention(v[6], b_.Reshape(v[7], {1}), block(v[4]), block(v[5]),
+                                        first, v[8]);
+          Partial merged = Merge(Partial{v[3], v[1], v[2]}, part);
+          return std::vector<Value>{b_.Add(v[0], b_.I32(1)), merged.m, merged.l, merged.o,
+                                    v[4], v[5], v[6], v[7], v[8], v[9]};
+        });
+    return CachedResult{Combine(Partial{out[3], out[1], out[2]}), out[4], out[5]};
   }
 
   // x + attention output projected by wo (each device its slice of the outputs, all-gathered).
@@ -286,7 +368,10 @@ absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& c, const ProgramShap
 
   Value pos = b.Iota(I32({s}), 0);
   Value x = e.Embed(tokens);
-  std::vector<Value> k_layers, v_layers;
+  // The caches start as zeros and receive each layer's keys and values in place (padding each
+  // layer to the cache length and concatenating would hold a second cache in temporaries).
+  const Type cache_type = F32({c.n_layers, 1, slots, c.n_kv_heads, c.head_dim});
+  Value k_cache = b.Splat(0.0, cache_type), v_cache = b.Splat(0.0, cache_type);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string n = absl::StrCat("blk.", i, ".");
     Emitter::Qkv qkv = e.Project(x, n, pos);
@@ -300,23 +385,28 @@ absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& c, const ProgramShap
     Value keys = mine(qkv.k), values = mine(qkv.v);
     x = e.AttentionResidual(x, e.Attention(qkv.q, pos, keys, values), n);
     x = e.Mlp(x, n);
-    for (auto [kv, out] : {std::pair{keys, &k_layers}, std::pair{values, &v_layers}}) {
+    for (auto [kv, cache] : {std::pair{keys, &k_cache}, std::pair{values, &v_cache}}) {
       Value r = b.Reshape(kv, {1, 1, s / p, c.n_kv_heads, c.head_dim});
-      out->push_back(b.PadHigh(r, {0, 0, slots - s / p, 0, 0}));
+      const Value zero = b.I32(0);
+      *cache = b.DynamicUpdateSlice(*cache, r, {b.I32(i), zero, zero, zero, zero});
     }
   }
   Value last = b.DynamicSlice(x, {b.Sub(length, b.I32(1)), b.I32(0)}, {1, c.d_model});
   Emitter::Head head = e.Logits(last);
-  std::vector<Value> results = {e.Leave(b.Concatenate(k_layers, 0), caches[0]),
-                                e.Leave(b.Concatenate(v_layers, 0), caches[1]),
+  std::vector<Value> results = {e.Leave(k_cache, caches[0]), e.Leave(v_cache, caches[1]),
                                 e.Leave(head.next_token, sig.outputs[2]),
                                 e.Leave(head.logits, sig.outputs[3])};
   return Assemble(absl::StrCat("prefill_", s), p, std::move(sig), b, results);
 }
 
 absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape& shape) {
-  SHARDRT_RETURN_IF_ERROR(CheckShape(c, shape, shape.window, "window"));
-  const int64_t p = shape.partitions, w = shape.window;
+  SHARDRT_RETURN_IF_ERROR(CheckShape(c, shape, shape.block, "attention block"));
+  const int64_t p = shape.partitions, block = shape.block;
+  if (shape.cache_len % block != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("attention block ", block,
+                                                   ": expected a divisor of the cache length ",
+                                                   shape.cache_len));
+  }
   const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.cache_len);
   Signature sig;
   sig.parameters = caches;
@@ -350,19 +440,21 @@ absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape
       Value held = b.DynamicSlice(cache, at, one);
       Value chosen = b.Select(b.Broadcast(mine, one, {}), b.Reshape(kv, one), held);
       cache = b.DynamicUpdateSlice(cache, chosen, at);
-      Value window = b.Slice(cache, {i, 0, 0, 0, 0}, {i + 1, 1, w / p, c.n_kv_heads, c.head_dim});
-      return b.Reshape(window, {w / p, c.n_kv_heads, c.head_dim});
     };
-    Value keys = write(k_cache, qkv.k);
-    Value values = write(v_cache, qkv.v);
-    x = e.AttentionResidual(x, e.Attention(qkv.q, pos, keys, values), n);
+    write(k_cache, qkv.k);
+    write(v_cache, qkv.v);
+    Emitter::CachedResult attn =
+        e.CachedAttention(qkv.q, position, k_cache, v_cache, i, block / p);
+    k_cache = attn.k_cache;
+    v_cache = attn.v_cache;
+    x = e.AttentionResidual(x, attn.attention, n);
     x = e.Mlp(x, n);
   }
   Emitter::Head head = e.Logits(x);
   std::vector<Value> results = {e.Leave(k_cache, caches[0]), e.Leave(v_cache, caches[1]),
                                 e.Leave(head.next_token, sig.outputs[2]),
                                 e.Leave(head.logits, sig.outputs[3])};
-  return Assemble(absl::StrCat("decode_", w), p, std::move(sig), b, results);
+  return Assemble(absl::StrCat("decode_", shape.cache_len), p, std::move(sig), b, results);
 }
 
 }  // namespace shardrt::llama

@@ -13,18 +13,18 @@
 //   decode(k_cache, v_cache, token s32[], position s32[], W...)
 //       -> (k_cache, v_cache, next_token, logits)
 //     Runs one token at `position`: writes its key and value there, attends to positions
-//     0..position, all of which must lie in the program's window (position < window). The
-//     caches are donated: parameters 0 and 1 alias outputs 0 and 1.
+//     0..position. The caches are donated: parameters 0 and 1 alias outputs 0 and 1.
 //
 // W = WeightSpecs(config); caches = CacheSpecs(config, P, cache_len), position p at device
-// p % P, slot p / P. Attention reads only the first window / P slots of each device, so a step
-// costs what its window holds, not the whole cache: the caller picks the smallest compiled
-// window that covers the position (Windows()).
+// p % P, slot p / P. A decode step's attention is a loop (stablehlo.while) over blocks of
+// `block` positions (block / P slots per device) that stops after the block holding
+// `position`: a step costs what the filled positions cost, not the whole cache, and one
+// compiled decode program serves every position.
 //
 // Per layer and step the devices exchange: one all-gather of the q/k/v projections, one
-// all-gather of each device's partial attention (max, sum, weighted values; combined exactly
-// as in a single softmax), one all-gather of the output projection and one all-reduce of the
-// MLP. Plus one all-reduce for the embedding lookup and one all-gather of the argmax candidates.
+// all-gather of each device's partial attention (max, sum, weighted values, merged block by
+// block and then across devices exactly as in a single softmax), one all-gather of the output
+// projection and one all-reduce of the MLP. Plus one all-reduce for the embedding lookup and one all-gather of the argmax candidates.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +38,7 @@
 namespace shardrt::llama {
 
 struct LlamaProgram {
-  std::string name;  // e.g. "prefill_64" or "decode_256"
+  std::string name;  // e.g. "prefill_64" or "decode_2048" (the cache length)
   std::string mlir;  // compile with num_partitions = partitions
   std::vector<ArraySpec> parameters;
   std::vector<ArraySpec> outputs;
@@ -47,13 +47,13 @@ struct LlamaProgram {
 
 // Program sizes. cache_len: positions the caches hold (a multiple of partitions, at most the
 // model's context). tokens: the prefill's padded prompt length S (a multiple of partitions,
-// at most cache_len). window: the decode step's attended positions (a multiple of partitions,
-// at most cache_len).
+// at most cache_len). block: positions per iteration of the decode step's attention loop (a
+// multiple of partitions that divides cache_len).
 struct ProgramShape {
   int64_t partitions = 1;
   int64_t cache_len = 0;
   int64_t tokens = 0;
-  int64_t window = 0;
+  int64_t block = 0;
 };
 
 // Errors: InvalidArgument from CheckPartitions, or sizes out of range (naming them).
@@ -64,7 +64,7 @@ struct ProgramShape {
 
 // `n` rounded up to a power-of-two multiple of `granule` (granule, 2 granule, 4 granule...),
 // capped at `cap` (which the result never exceeds when n <= cap): the buckets prompt lengths
-// and windows are compiled for.
+// are compiled for.
 int64_t Bucket(int64_t n, int64_t granule, int64_t cap);
 
 }  // namespace shardrt::llama

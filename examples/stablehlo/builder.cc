@@ -174,6 +174,44 @@ std::vector<Value> Builder::Reduce(const std::vector<Value>& inputs,
   return results;
 }
 
+std::vector<Value> Builder::While(const std::vector<Value>& inits, const Region& cond,
+                                  const Region& body) {
+  const std::string name = NewName();
+  const size_t n = inits.size();
+  std::vector<std::string> operands, types;
+  std::vector<Value> results;
+  for (size_t i = 0; i < n; ++i) {
+    operands.push_back(inits[i].ref);
+    types.push_back(TypeText(inits[i].type));
+    results.push_back(Value{n == 1 ? name : absl::StrCat(name, "#", i), inits[i].type});
+  }
+  const std::string type_list = absl::StrJoin(types, ", ");
+  absl::StrAppend(&body_, "    ", name, n == 1 ? "" : absl::StrCat(":", n),
+                  " = \"stablehlo.while\"(", absl::StrJoin(operands, ", "), ") ({\n");
+  // Each region: a block of fresh arguments, the region's operations, and its return.
+  auto region = [&](const Region& write) {
+    std::vector<Value> args;
+    std::vector<std::string> decls;
+    for (const Value& init : inits) {
+      args.push_back(Value{NewName(), init.type});
+      decls.push_back(absl::StrCat(args.back().ref, ": ", TypeText(init.type)));
+    }
+    absl::StrAppend(&body_, "    ^bb0(", absl::StrJoin(decls, ", "), "):\n");
+    std::vector<std::string> refs, returned;
+    for (const Value& v : write(args)) {
+      refs.push_back(v.ref);
+      returned.push_back(TypeText(v.type));
+    }
+    absl::StrAppend(&body_, "    \"stablehlo.return\"(", absl::StrJoin(refs, ", "), ") : (",
+                    absl::StrJoin(returned, ", "), ") -> ()\n");
+  };
+  region(cond);
+  absl::StrAppend(&body_, "    }, {\n");
+  region(body);
+  absl::StrAppend(&body_, "    }) : (", type_list, ") -> (", type_list, ")\n");
+  return results;
+}
+
 Value Builder::Reduce(const Value& a, std::vector<int64_t> dims, absl::string_view combiner,
                       const Value& init) {
   return Reduce({a}, {init}, dims, [&](const std::vector<Value>& x, const std::vector<Value>& y) {

@@ -100,6 +100,14 @@ class Builder {
   // and its index, the lowest index among equal values.
   MaxAndIndex ArgMax(const Value& values, const Value& indices);
 
+  // A stablehlo.while carrying `inits`. `cond` writes the condition region: it gets the carried
+  // values and returns one i1 scalar; `body` writes the loop body: it gets them and returns
+  // their next values, of the same types. Returns the values after the last iteration. Both
+  // regions may also read values defined before the loop.
+  using Region = std::function<std::vector<Value>(const std::vector<Value>&)>;
+  std::vector<Value> While(const std::vector<Value>& inits, const Region& cond,
+                           const Region& body);
+
   Value Iota(Type t, int64_t dim);
   Value Compare(const Value& a, const Value& b, absl::string_view dir);
   Value Select(const Value& pred, const Value& a, const Value& b);

@@ -70,7 +70,8 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
       Flags flags,
       Flags::Parse(args, {.with_value = {"model", "prompt", "prompt-tokens", "system",
                                          "max-tokens", "devices", "temperature", "top-p", "seed",
-                                         "logits-out", "plugin", "compile-cache", "trace"},
+                                         "logits-out", "plugin", "compile-cache", "trace",
+                                         "attention-block"},
                           .boolean = {"chat", "json", "metrics"}}));
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -141,6 +142,12 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   llama::ModelOptions model_options;
   model_options.partitions = devices;
   model_options.granule = 64 % devices == 0 ? 64 : devices * 8;
+  // Positions per iteration of the decode step's attention loop (a multiple of the devices).
+  SHARDRT_ASSIGN_OR_RETURN(model_options.block,
+                           flags.GetInt("attention-block", 256 % devices == 0 ? 256 : devices * 32,
+                                        1, 8192));
+  // One generation per process: the prefill program's memory goes once it has run.
+  model_options.retention = llama::ProgramRetention::kReleasePrefill;
   model_options.cache_len = int64_t(prompt.size()) + max_tokens;
   // Compile first, then load: the compiler's memory is handed back before the weights arrive,
   // so the process never holds both.
@@ -166,7 +173,13 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   llama::StreamDecoder stream(*tokenizer);
   std::string text;
   absl::Status stream_status;
+  int64_t received = 0;
   auto on_token = [&](int32_t token) {
+    // The prefill's program and temporaries are freed soon after its token arrives, and each
+    // step frees small temporaries: hand what the C library keeps back to the system at tokens
+    // 1, 2, 4, ..., 256 and then every 256 tokens (a trim costs about a millisecond).
+    ++received;
+    if ((received & (received - 1)) == 0 ? received <= 256 : received % 256 == 0) malloc_trim(0);
     // Stop tokens end the text; they are not part of it.
     for (int32_t stop : options.stop_tokens) {
       if (token == stop) return true;

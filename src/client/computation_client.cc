@@ -252,6 +252,13 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
   return it->second;
 }
 
+bool ComputationClient::EvictCompiled(const Computation& computation) {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  return absl::erase_if(compile_cache_, [&](const auto& entry) {
+           return entry.second.get() == &computation;
+         }) > 0;
+}
+
 std::optional<ComputationPtr> ComputationClient::LoadPersistent(const std::string& name,
                                                                 const std::string& key) {
   static Metric* const load_time =

@@ -33,6 +33,10 @@ def run(cli, model, flags, tokens, devices, workdir):
     logits_path = os.path.join(workdir, f"logits_{devices}.npy")
     cmd = [cli, "generate", "--model", model, "--devices", str(devices), "--max-tokens",
            str(tokens), "--json", "--logits-out", logits_path] + flags
+    if devices == 8:
+        # One slot per device per iteration of the decode attention loop: up to 11 iterations
+        # per layer here, against the single iteration of the 1-device run (default block).
+        cmd += ["--attention-block", "8"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {out.returncode}: {out.stderr.strip()}")

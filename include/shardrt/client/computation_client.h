@@ -128,6 +128,12 @@ class ComputationClient {
   // the program declares (before the plugin sees them); the compiler's error.
   [[nodiscard]] absl::StatusOr<ComputationPtr> Compile(const CompileRequest& request);
 
+  // Drops `computation` from the in-memory compile cache, so that it is freed (with the
+  // executable's host memory) once its last holder lets it go; a later Compile of the same
+  // program compiles it again, or loads it from the persistent compile cache. Returns whether
+  // the cache held it. Thread-safe; executions already running are not affected.
+  bool EvictCompiled(const Computation& computation);
+
   // Runs `computation` on all its devices with sharded `arguments`; returns its outputs as
   // sharded data. Errors (nothing runs, no argument changes): InvalidArgument naming the
   // argument for a wrong count, shape, type, sharding (unless resharding is asked for) or data

@@ -23,7 +23,8 @@ class LlamaModelTest : public ::testing::Test {
     ASSERT_TRUE(file.ok()) << file.status();
     file_ = file->release();
     auto model = LlamaModel::Load(*file_, runtime_->client(), runtime_->executor(),
-                                    {.partitions = 8, .cache_len = 128, .granule = 64});
+                                    {.partitions = 8, .cache_len = 128, .granule = 64,
+                                     .block = 8});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = model->release();
   }

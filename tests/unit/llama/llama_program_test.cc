@@ -41,8 +41,10 @@ TEST(LlamaProgramTest, BucketsArePowerOfTwoMultiplesCappedAtTheCache) {
 
 TEST(LlamaProgramTest, EightDevicesCommunicateExactlyAsWritten) {
   const LlamaConfig c = SmallConfig(3);
-  auto decode = EmitDecode(c, {.partitions = 8, .cache_len = 256, .window = 128});
+  auto decode = EmitDecode(c, {.partitions = 8, .cache_len = 256, .block = 128});
   ASSERT_TRUE(decode.ok()) << decode.status();
+  // One attention loop per layer, none in the prefill.
+  EXPECT_EQ(Count(decode->mlir, "\"stablehlo.while\""), 3);
   // Per layer: all-gathers of q/k/v, of the partial attention and of the output projection;
   // one all-reduce of the MLP. Plus the embedding's all-reduce and the argmax's two gathers.
   EXPECT_EQ(Count(decode->mlir, "\"stablehlo.all_gather\""), 3 * 3 + 2);
@@ -62,10 +64,11 @@ TEST(LlamaProgramTest, EightDevicesCommunicateExactlyAsWritten) {
   EXPECT_EQ(prefill->parameters.size(), 2u + 1 + 6 * 3 + 1);
   EXPECT_TRUE(prefill->aliases.empty());
   EXPECT_EQ(Count(prefill->mlir, "\"stablehlo.all_gather\""), 3 * 3 + 2);
+  EXPECT_EQ(Count(prefill->mlir, "\"stablehlo.while\""), 0);
 }
 
 TEST(LlamaProgramTest, OneDeviceHasNoSpmdAtAll) {
-  auto decode = EmitDecode(SmallConfig(2), {.partitions = 1, .cache_len = 128, .window = 64});
+  auto decode = EmitDecode(SmallConfig(2), {.partitions = 1, .cache_len = 128, .block = 64});
   ASSERT_TRUE(decode.ok()) << decode.status();
   for (const char* spmd : {"all_gather", "all_reduce", "partition_id", "custom_call"}) {
     EXPECT_EQ(Count(decode->mlir, spmd), 0) << spmd;
@@ -74,18 +77,24 @@ TEST(LlamaProgramTest, OneDeviceHasNoSpmdAtAll) {
 
 TEST(LlamaProgramTest, RefusesSizesThatDoNotSplitOrFit) {
   const LlamaConfig c = SmallConfig(1);
-  auto five = EmitDecode(c, {.partitions = 5, .cache_len = 320, .window = 320});
+  auto five = EmitDecode(c, {.partitions = 5, .cache_len = 320, .block = 320});
   ASSERT_FALSE(five.ok());
   EXPECT_NE(five.status().message().find("devices 5: the query width (heads x head dim) 576 does "
                                          "not split into 5 equal slices"),
             std::string::npos)
       << five.status();
-  auto window = EmitDecode(c, {.partitions = 8, .cache_len = 256, .window = 512});
-  ASSERT_FALSE(window.ok());
-  EXPECT_NE(window.status().message().find("window 512: expected a multiple of 8 devices within "
-                                           "the cache length 256"),
+  auto block = EmitDecode(c, {.partitions = 8, .cache_len = 256, .block = 512});
+  ASSERT_FALSE(block.ok());
+  EXPECT_NE(block.status().message().find("attention block 512: expected a multiple of 8 devices "
+                                          "within the cache length 256"),
             std::string::npos)
-      << window.status();
+      << block.status();
+  auto divisor = EmitDecode(c, {.partitions = 8, .cache_len = 256, .block = 96});
+  ASSERT_FALSE(divisor.ok());
+  EXPECT_NE(divisor.status().message().find("attention block 96: expected a divisor of the cache "
+                                            "length 256"),
+            std::string::npos)
+      << divisor.status();
   auto uneven = EmitPrefill(c, {.partitions = 8, .cache_len = 256, .tokens = 60});
   ASSERT_FALSE(uneven.ok());
   auto context = EmitPrefill(c, {.partitions = 8, .cache_len = 16384, .tokens = 64});
