@@ -358,6 +358,42 @@ TEST_F(ExecuteReplicatedTest, CompileCacheHitsOnTheSameProgram) {
   EXPECT_EQ(GlobalMetrics().CounterValue(kCachedCompile), cached + 1);
 }
 
+TEST_F(ExecuteReplicatedTest, EvictedComputationIsCompiledAgainAndKeepsWorking) {
+  ComputationPtr a = CompileTestProgram(*client_, "uneven_two_outputs.mlir", 4);
+  std::weak_ptr<const Computation> weak = a;
+  EXPECT_TRUE(client_->EvictCompiled(*a));
+  EXPECT_FALSE(client_->EvictCompiled(*a));  // no longer held
+  EXPECT_FALSE(weak.expired());              // the caller's copy lives on
+  const int64_t cached = GlobalMetrics().CounterValue(kCachedCompile);
+  ComputationPtr b = CompileTestProgram(*client_, "uneven_two_outputs.mlir", 4);
+  EXPECT_NE(a, b);  // compiled again, not the evicted one
+  EXPECT_EQ(GlobalMetrics().CounterValue(kCachedCompile), cached);
+  // The evicted computation still runs, and gives what the new one gives.
+  std::vector<DataPtr> args;
+  for (size_t i = 0; i < a->num_parameters(); ++i) {
+    const ArrayShape& shape = a->parameter_layout(i)->global;
+    int64_t n = 1;
+    for (int64_t d : shape.dims) n *= d;
+    std::vector<float> values(n);
+    for (int64_t j = 0; j < n; ++j) values[j] = float(j % 7) - 2.5f;
+    const HostArrayView view{shape.type, shape.dims,
+                             std::as_bytes(std::span<const float>(values))};
+    auto uploaded = client_->TransferToDevice({&view, 1}, {&a->parameter_layout(i), 1});
+    ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+    args.push_back((*uploaded)[0]);
+  }
+  auto from_a = client_->ExecuteReplicated(*a, args);
+  auto from_b = client_->ExecuteReplicated(*b, args);
+  ASSERT_TRUE(from_a.ok() && from_b.ok());
+  auto host_a = client_->TransferFromDevice(*from_a);
+  auto host_b = client_->TransferFromDevice(*from_b);
+  ASSERT_TRUE(host_a.ok() && host_b.ok());
+  ASSERT_EQ(host_a->size(), host_b->size());
+  for (size_t i = 0; i < host_a->size(); ++i) EXPECT_EQ((*host_a)[i].data, (*host_b)[i].data) << i;
+  a.reset();
+  EXPECT_TRUE(weak.expired());  // freed with its last holder
+}
+
 }  // namespace
 }  // namespace shardrt
 
