@@ -119,14 +119,7 @@ absl::Status LlamaModel::LoadWeights(const GgufFile& file) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ComputationPtr> LlamaModel::Program(bool prefill, int64_t size) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = programs_.find({prefill, size});
-    if (it != programs_.end()) return it->second;
-  }
-  // Compiled without the lock, so that several programs compile at once (Prepare); two
-  // threads asking for the same program both compile it and the first one kept wins.
+absl::StatusOr<CompileRequest> LlamaModel::Request(bool prefill, int64_t size) const {
   ProgramShape shape{options_.partitions, options_.cache_len, prefill ? size : 0,
                      prefill ? 0 : options_.block};
   SHARDRT_ASSIGN_OR_RETURN(LlamaProgram program,
@@ -135,28 +128,57 @@ absl::StatusOr<ComputationPtr> LlamaModel::Program(bool prefill, int64_t size) {
   request.name = program.name;
   request.program = std::move(program.mlir);
   request.options.num_partitions = options_.partitions;
+  return request;
+}
+
+absl::StatusOr<ComputationPtr> LlamaModel::Program(bool prefill, int64_t size) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = programs_.find({prefill, size});
+    if (it != programs_.end()) return it->second;
+  }
+  // Compiled without the lock, so that several programs compile at once (Prepare); two
+  // threads asking for the same program both compile it and the first one kept wins.
+  SHARDRT_ASSIGN_OR_RETURN(CompileRequest request, Request(prefill, size));
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation, client_.Compile(request));
   std::lock_guard<std::mutex> lock(mu_);
   return programs_.emplace(std::make_pair(prefill, size), computation).first->second;
 }
 
-absl::Status LlamaModel::Prepare(int64_t prompt_len, int64_t max_tokens) {
+absl::StatusOr<std::vector<std::pair<bool, int64_t>>> LlamaModel::Needed(
+    int64_t prompt_len, int64_t max_tokens) const {
   if (prompt_len < 1 || max_tokens < 1 || prompt_len + max_tokens - 1 > options_.cache_len) {
     return absl::InvalidArgumentError(absl::StrCat(
         "prepare: a prompt of ", prompt_len, " tokens and ", max_tokens,
         " generated tokens do not fit the cache of ", options_.cache_len, " positions"));
   }
   // The prompt's prefill bucket and the decode step.
-  const std::vector<std::pair<bool, int64_t>> wanted = {
+  return std::vector<std::pair<bool, int64_t>>{
       {true, Bucket(prompt_len, options_.granule, options_.cache_len)}, {false, 0}};
+}
+
+absl::Status LlamaModel::Precompile(int64_t prompt_len, int64_t max_tokens) {
+  SHARDRT_ASSIGN_OR_RETURN(auto wanted, Needed(prompt_len, max_tokens));
   return ParallelFor(client_.pool(), int64_t(wanted.size()), ParallelCost{.per_item_ns = 1e9},
                      [&](int64_t begin, int64_t end) -> absl::Status {
                        for (int64_t i = begin; i < end; ++i) {
-                         SHARDRT_RETURN_IF_ERROR(
-                             Program(wanted[i].first, wanted[i].second).status());
+                         SHARDRT_ASSIGN_OR_RETURN(CompileRequest request,
+                                                  Request(wanted[i].first, wanted[i].second));
+                         SHARDRT_RETURN_IF_ERROR(client_.Precompile(request));
                        }
                        return absl::OkStatus();
                      });
+}
+
+absl::Status LlamaModel::Prepare(int64_t prompt_len, int64_t max_tokens,
+                                 const std::function<void()>& after_each_load) {
+  SHARDRT_RETURN_IF_ERROR(Precompile(prompt_len, max_tokens));
+  SHARDRT_ASSIGN_OR_RETURN(auto wanted, Needed(prompt_len, max_tokens));
+  for (const auto& [prefill, size] : wanted) {
+    SHARDRT_RETURN_IF_ERROR(Program(prefill, size).status());
+    if (after_each_load) after_each_load();
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& prompt,
@@ -217,6 +239,8 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
   std::vector<DataPtr> args = std::move(prompt_data);
   args.insert(args.end(), weights_.begin(), weights_.end());
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr decode, Program(false, 0));
+  // The token's layout, the same as a prefill output and a decode parameter.
+  const std::shared_ptr<const DataLayout> token_layout = prefill->output_layout(2);
   SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state, executor_.Schedule(prefill, std::move(args)));
   if (options_.retention == ProgramRetention::kReleasePrefill) {
     // The executor holds the prefill until it has run; then its memory goes.
@@ -269,9 +293,8 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
       if (sampling) {
         const HostArrayView view{ElementType::kS32, {},
                                  std::as_bytes(std::span<const int32_t>(&token, 1))};
-        const std::shared_ptr<const DataLayout> layout = decode->parameter_layout(2);
         SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> up,
-                                 client_.TransferToDevice({&view, 1}, {&layout, 1}));
+                                 client_.TransferToDevice({&view, 1}, {&token_layout, 1}));
         sampled = std::move(up[0]);
       }
     }

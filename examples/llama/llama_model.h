@@ -97,12 +97,20 @@ class LlamaModel {
   int64_t partitions() const { return options_.partitions; }
   int64_t cache_len() const { return options_.cache_len; }
 
-  // Compiles, several at once on the client's pool, every program a generation of up to
-  // `max_tokens` tokens after a prompt of `prompt_len` tokens uses and that is not compiled yet:
-  // its prefill bucket and the decode step. Generate compiles what it needs on
-  // first use; calling Prepare first keeps compilation (and the compiler's memory) out of the
-  // generation. Errors: InvalidArgument when they do not fit the cache; compile errors.
-  [[nodiscard]] absl::Status Prepare(int64_t prompt_len, int64_t max_tokens);
+  // Compiles every program a generation of up to `max_tokens` tokens after a prompt of
+  // `prompt_len` tokens uses (its prefill bucket and the decode step), several at once on the
+  // client's pool, into the client's persistent compile cache unless it has them
+  // (ComputationClient::Precompile): with that cache, nothing is loaded or kept, so the
+  // compiler's memory is gone before the weights arrive. Errors: InvalidArgument when they do
+  // not fit the cache; compile errors.
+  [[nodiscard]] absl::Status Precompile(int64_t prompt_len, int64_t max_tokens);
+  // Precompile, then loads those programs one after the other, calling `after_each_load` (if
+  // set) on this thread after each (loading has a host-memory transient of tens of MB, which a
+  // caller that owns its process may hand back to the system there). Generate compiles what it
+  // needs on first use; calling Prepare first keeps compilation and loading out of the
+  // generation. Errors: Precompile's; load errors.
+  [[nodiscard]] absl::Status Prepare(int64_t prompt_len, int64_t max_tokens,
+                                     const std::function<void()>& after_each_load = nullptr);
 
   // Generates from `prompt` (token ids, at least one); the weights must be loaded. `on_token` is called on this thread for
   // each token in order as soon as it is on the host; returning false stops generation.
@@ -117,6 +125,13 @@ class LlamaModel {
              ModelOptions options)
       : config_(std::move(config)), client_(client), executor_(executor), options_(options) {}
 
+  // The programs (prefill?, bucket) Prepare makes ready. Errors: InvalidArgument when they do
+  // not fit the cache.
+  absl::StatusOr<std::vector<std::pair<bool, int64_t>>> Needed(int64_t prompt_len,
+                                                               int64_t max_tokens) const;
+  // The compile request of the prefill for a bucket of `size` tokens, or of the decode step.
+  absl::StatusOr<CompileRequest> Request(bool prefill, int64_t size) const;
+  // That program, compiled (or loaded) on first use and kept in programs_.
   absl::StatusOr<ComputationPtr> Program(bool prefill, int64_t size);
 
   const LlamaConfig config_;

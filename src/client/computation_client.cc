@@ -157,17 +157,18 @@ DataPtr ComputationClient::CreateDataPlaceholder(std::shared_ptr<const DataLayou
   return Data::CreatePlaceholder(client_, std::move(layout));
 }
 
-absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& request) {
-  static Metric* const compile_time = GlobalMetrics().GetMetric(kCompileTime, MetricRepr::kTime);
-  static Counter* const cached = CounterNamed(kCachedCompile);
-  static Counter* const uncached = CounterNamed(kUncachedCompile);
-  const std::string name = request.name.empty() ? "computation" : request.name;
+absl::StatusOr<ComputationClient::KeyedRequest> ComputationClient::Fingerprint(
+    const CompileRequest& request) {
+  KeyedRequest keyed;
+  keyed.name = request.name.empty() ? "computation" : request.name;
   // Before the program is copied into the cache key, or read.
   if (static_cast<int64_t>(request.program.size()) > limits::kMaxFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": the program has ", request.program.size(),
+    return absl::InvalidArgumentError(absl::StrCat(keyed.name, ": the program has ",
+                                                   request.program.size(),
                                                    " bytes; the limit is ", limits::kMaxFileBytes));
   }
-  pjrt::CompileOptions options = request.options;
+  keyed.options = request.options;
+  pjrt::CompileOptions& options = keyed.options;
   if (options.device_assignment.empty()) {
     SHARDRT_ASSIGN_OR_RETURN(
         std::vector<const pjrt::Device*> devices,
@@ -185,7 +186,31 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
       request_hash.Field(text);
     }
   }
-  const std::string key = request_hash.Finish();
+  keyed.key = request_hash.Finish();
+  return keyed;
+}
+
+absl::Status ComputationClient::Precompile(const CompileRequest& request) {
+  if (persistent_cache_ == nullptr) return Compile(request).status();
+  SHARDRT_ASSIGN_OR_RETURN(KeyedRequest keyed, Fingerprint(request));
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (compile_cache_.contains(keyed.key)) return absl::OkStatus();
+  }
+  if (persistent_cache_->Contains(persistent_cache_->Key(keyed.key))) return absl::OkStatus();
+  SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation, Compile(request));
+  EvictCompiled(*computation);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& request) {
+  static Metric* const compile_time = GlobalMetrics().GetMetric(kCompileTime, MetricRepr::kTime);
+  static Counter* const cached = CounterNamed(kCachedCompile);
+  static Counter* const uncached = CounterNamed(kUncachedCompile);
+  SHARDRT_ASSIGN_OR_RETURN(KeyedRequest keyed, Fingerprint(request));
+  const std::string& name = keyed.name;
+  pjrt::CompileOptions& options = keyed.options;
+  const std::string& key = keyed.key;
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
     if (auto it = compile_cache_.find(key); it != compile_cache_.end()) {

@@ -286,6 +286,11 @@ std::optional<cache::CompileCacheEntry> PersistentCacheStore::Load(absl::string_
   return entry;
 }
 
+bool PersistentCacheStore::Contains(absl::string_view key) const {
+  struct stat st;
+  return ::stat(EntryPath(key).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 void PersistentCacheStore::Discard(absl::string_view key) {
   Count(kPersistentCacheCorrupt);
   ::unlink(EntryPath(key).c_str());

@@ -87,6 +87,8 @@ class PersistentCacheStore {
   // Writes `entry` under entry.key() (temporary file, then rename), then removes the least
   // recently used entries beyond max_bytes. Failures are counted (PersistentCacheError).
   void Store(const cache::CompileCacheEntry& entry);
+  // Whether an entry file for `key` exists (its contents are checked only by Load).
+  bool Contains(absl::string_view key) const;
   // Removes the entry of `key` and counts it as corrupt (the plugin refused to load it).
   void Discard(absl::string_view key);
 

@@ -128,6 +128,13 @@ class ComputationClient {
   // the program declares (before the plugin sees them); the compiler's error.
   [[nodiscard]] absl::StatusOr<ComputationPtr> Compile(const CompileRequest& request);
 
+  // Makes a later Compile of `request` fast without holding its computation now. With a
+  // persistent compile cache: compiles the program into that cache unless the cache (or the
+  // in-memory one) already has it; nothing is loaded and nothing stays in memory, so a process
+  // can prepare programs it will load one at a time. Without one: Compile, whose in-memory cache
+  // then keeps the computation. Thread-safe. Errors: Compile's.
+  [[nodiscard]] absl::Status Precompile(const CompileRequest& request);
+
   // Drops `computation` from the in-memory compile cache, so that it is freed (with the
   // executable's host memory) once its last holder lets it go; a later Compile of the same
   // program compiles it again, or loads it from the persistent compile cache. Returns whether
@@ -156,6 +163,14 @@ class ComputationClient {
 
  private:
   ComputationClient() = default;
+  // A request with its device assignment filled in, and its fingerprint (the in-memory cache's
+  // key). Errors: InvalidArgument for a program over the size limit; DefaultDevices'.
+  struct KeyedRequest {
+    std::string name;
+    pjrt::CompileOptions options;
+    std::string key;
+  };
+  absl::StatusOr<KeyedRequest> Fingerprint(const CompileRequest& request);
   // The computation of persistent cache entry `key` (a hit), or nullopt (a miss, counted; a
   // corrupt entry is also discarded).
   std::optional<ComputationPtr> LoadPersistent(const std::string& name, const std::string& key);

@@ -340,6 +340,53 @@ TEST_F(PersistentCacheTest, MissThenHitAcrossRuntimesGivesTheSameOutputs) {
 
 // Runtime: RuntimeOptions::compile_cache, else $SHARDRT_COMPILE_CACHE (with kRead); "off" there
 // means none, as for the CLI.
+TEST_F(PersistentCacheTest, PrecompileFillsTheCacheAndHoldsNothing) {
+  std::unique_ptr<ComputationClient> client = NewClient(dir_);
+  ASSERT_NE(client, nullptr);
+  Counts before = Counts::Now();
+  ASSERT_TRUE(client->Precompile(IntOpsRequest()).ok());
+  Counts cost = Counts::Now() - before;
+  EXPECT_EQ(cost.uncached, 1) << cost;  // compiled once, into the cache
+  EXPECT_EQ(EntryFiles(dir_).size(), 1u);
+  // Again: the entry is there, nothing compiles or loads.
+  before = Counts::Now();
+  ASSERT_TRUE(client->Precompile(IntOpsRequest()).ok());
+  cost = Counts::Now() - before;
+  EXPECT_EQ(cost.uncached + cost.hit + cost.miss + cost.cached, 0) << cost;
+  // Nothing was kept in memory: Compile loads the entry, and the program runs.
+  before = Counts::Now();
+  ComputationPtr loaded = MustCompile(*client, IntOpsRequest());
+  cost = Counts::Now() - before;
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_EQ(cost.hit, 1) << cost;
+  EXPECT_EQ(cost.uncached + cost.cached, 0) << cost;
+  EXPECT_FALSE(RunIntOps(*client, loaded).empty());
+  // Held in memory now: Precompile does not look further.
+  before = Counts::Now();
+  ASSERT_TRUE(client->Precompile(IntOpsRequest()).ok());
+  cost = Counts::Now() - before;
+  EXPECT_EQ(cost.uncached + cost.hit + cost.miss, 0) << cost;
+  // Bad input is Compile's error.
+  CompileRequest bad = IntOpsRequest();
+  bad.program = "not a program";
+  EXPECT_FALSE(client->Precompile(bad).ok());
+}
+
+TEST_F(PersistentCacheTest, PrecompileWithoutACacheIsCompile) {
+  ComputationClientOptions options;
+  options.num_threads = 2;
+  options.max_device_parts_in_flight = kNumDevices;
+  auto client = ComputationClient::Create(TestClient(), options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  Counts before = Counts::Now();
+  ASSERT_TRUE((*client)->Precompile(IntOpsRequest()).ok());
+  EXPECT_EQ((Counts::Now() - before).uncached, 1);
+  before = Counts::Now();
+  ComputationPtr c = MustCompile(**client, IntOpsRequest());
+  EXPECT_EQ((Counts::Now() - before).cached, 1);  // kept in memory
+  ASSERT_NE(c, nullptr);
+}
+
 TEST_F(PersistentCacheTest, RuntimeTakesTheDirectoryFromTheEnvironmentWhenAllowed) {
   SeedPluginDigest(dir_);
   auto compile_with = [&](CompileCacheEnv mode, const char* value) {
