@@ -296,6 +296,7 @@ std::optional<ComputationPtr> ComputationClient::LoadPersistent(const std::strin
   std::optional<cache::CompileCacheEntry> entry = persistent_cache_->Load(key);
   if (!entry.has_value()) {
     misses->Add(1);
+    span.AddArg("result", "miss");
     return std::nullopt;
   }
   // The facts, checked as any outside input; an entry that does not hold together, or that the
@@ -335,9 +336,11 @@ std::optional<ComputationPtr> ComputationClient::LoadPersistent(const std::strin
   if (!computation.ok()) {
     persistent_cache_->Discard(key);
     misses->Add(1);
+    span.AddArg("result", "corrupt");
     return std::nullopt;
   }
   hits->Add(1);
+  span.AddArg("result", "hit");
   return *computation;
 }
 
