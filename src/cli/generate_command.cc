@@ -164,8 +164,8 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   SHARDRT_RETURN_IF_ERROR(model->LoadWeights(*file));
   // The weights are on the devices: the file's mapping (98 MB for SmolLM2) can go.
   file.reset();
-  // Then the programs, from the compile cache when it is on, each load's transient handed back
-  // before the next: loaded after the weights, it does not add to them.
+  // Then the programs (from the compile cache when it is on), one at a time, the heap trimmed
+  // after each load so that no load's transient stays on top of the weights.
   const Clock::time_point programs_start = Clock::now();
   SHARDRT_RETURN_IF_ERROR(
       model->Prepare(int64_t(prompt.size()), max_tokens, [] { malloc_trim(0); }));

@@ -131,8 +131,9 @@ class ComputationClient {
   // Makes a later Compile of `request` fast without holding its computation now. With a
   // persistent compile cache: compiles the program into that cache unless the cache (or the
   // in-memory one) already has it; nothing is loaded and nothing stays in memory, so a process
-  // can prepare programs it will load one at a time. Without one: Compile, whose in-memory cache
-  // then keeps the computation. Thread-safe. Errors: Compile's.
+  // can prepare programs it will load one at a time (if the cache cannot store the entry, that
+  // later Compile compiles again). Without one: Compile, whose in-memory cache then keeps the
+  // computation. Thread-safe. Errors: Compile's.
   [[nodiscard]] absl::Status Precompile(const CompileRequest& request);
 
   // Drops `computation` from the in-memory compile cache, so that it is freed (with the

@@ -75,6 +75,10 @@ TEST_F(GenerateTest, BadFlagsAndFilesAreOneLine) {
   ExpectCleanError(m + " --prompt a --logits-out=", "flag --logits-out: empty path");
   ExpectCleanError(m + " --prompt a --devices 5",
                    "devices 5: the query width (heads x head dim) 576 does not split into 5");
+  ExpectCleanError(m + " --prompt a --attention-block 12",
+                   "attention block 12: expected a multiple of the 8 devices");
+  ExpectCleanError(m + " --prompt a --attention-block 0",
+                   "flag --attention-block: expected an integer in [1, 8192], got '0'");
   ExpectCleanError(m + " --prompt a --max-tokens 8192",
                    "the model's context holds 8192 positions");
   ExpectCleanError("generate --prompt a --model " SHARDRT_TESTDATA_DIR "/donate_add_one.mlir",
