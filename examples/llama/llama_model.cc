@@ -170,6 +170,16 @@ absl::Status LlamaModel::Precompile(int64_t prompt_len, int64_t max_tokens) {
                      });
 }
 
+absl::StatusOr<bool> LlamaModel::IsPrecompiled(int64_t prompt_len, int64_t max_tokens) {
+  SHARDRT_ASSIGN_OR_RETURN(auto wanted, Needed(prompt_len, max_tokens));
+  for (const auto& [prefill, size] : wanted) {
+    SHARDRT_ASSIGN_OR_RETURN(CompileRequest request, Request(prefill, size));
+    SHARDRT_ASSIGN_OR_RETURN(bool compiled, client_.IsCompiled(request));
+    if (!compiled) return false;
+  }
+  return true;
+}
+
 absl::Status LlamaModel::Prepare(int64_t prompt_len, int64_t max_tokens,
                                  const std::function<void()>& after_each_load) {
   SHARDRT_RETURN_IF_ERROR(Precompile(prompt_len, max_tokens));

@@ -104,6 +104,9 @@ class LlamaModel {
   // compiler's memory is gone before the weights arrive. Errors: InvalidArgument when they do
   // not fit the cache; compile errors.
   [[nodiscard]] absl::Status Precompile(int64_t prompt_len, int64_t max_tokens);
+  // Whether Precompile would compile nothing (ComputationClient::IsCompiled of every program).
+  // Errors: as Precompile's, before compiling.
+  [[nodiscard]] absl::StatusOr<bool> IsPrecompiled(int64_t prompt_len, int64_t max_tokens);
   // Precompile, then loads those programs one after the other, calling `after_each_load` (if
   // set) on this thread after each (loading has a host-memory transient of tens of MB, which a
   // caller that owns its process may hand back to the system there). Generate compiles what it

@@ -7,8 +7,14 @@
 // stdout as tokens arrive (whole UTF-8 characters only). stderr ends with the prefill time and
 // `decoded N tokens in X s (Y tokens/s)`; --json prints one object at the end instead of the
 // stream.
+#include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +66,43 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
   return ids;
 }
 
+// Runs `shardrt generate ARGS --compile-only` in a child process and waits for it: the child
+// compiles the programs into the compile cache, so the compiler's memory and code never join
+// this process's weights (a first run would otherwise keep about 130 MB of them). The child's
+// output goes to /dev/null, and it dies with this process. Errors: the child could not start or
+// failed; the caller then compiles in-process, which reports what went wrong.
+absl::Status CompileInChild(const std::vector<std::string>& args) {
+  std::vector<std::string> strings = {"/proc/self/exe", "generate"};
+  strings.insert(strings.end(), args.begin(), args.end());
+  strings.push_back("--compile-only");
+  std::vector<char*> argv;
+  for (std::string& arg : strings) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("cannot start the compile process");
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    const int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, STDIN_FILENO);
+      dup2(null, STDOUT_FILENO);
+      dup2(null, STDERR_FILENO);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return absl::InternalError("lost the compile process");
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError("the compile process failed");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // The `generate` subcommand (see commands.h). Errors: bad flags (InvalidArgument, before the
@@ -72,7 +115,7 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
                                          "max-tokens", "devices", "temperature", "top-p", "seed",
                                          "logits-out", "plugin", "compile-cache", "trace",
                                          "attention-block"},
-                          .boolean = {"chat", "json", "metrics"}}));
+                          .boolean = {"chat", "json", "metrics", "compile-only"}}));
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", flags.positional()[0].substr(0, 64), "'"));
@@ -155,8 +198,25 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llama::LlamaModel> model,
                            llama::LlamaModel::Create(config, runtime->client(),
                                                      runtime->executor(), model_options));
+  const bool compile_only = flags.Has("compile-only");
+  if (compile_only && !runtime->client().has_persistent_cache()) {
+    return absl::InvalidArgumentError(
+        "--compile-only needs a compile cache (--compile-cache DIR, $SHARDRT_COMPILE_CACHE or the "
+        "default; not off)");
+  }
   const Clock::time_point compile_start = Clock::now();
+  if (!compile_only && runtime->client().has_persistent_cache()) {
+    SHARDRT_ASSIGN_OR_RETURN(bool compiled,
+                             model->IsPrecompiled(int64_t(prompt.size()), max_tokens));
+    // A first run compiles in a child process; if that fails, Precompile compiles here.
+    if (!compiled) CompileInChild(args).IgnoreError();
+  }
   SHARDRT_RETURN_IF_ERROR(model->Precompile(int64_t(prompt.size()), max_tokens));
+  if (compile_only) {
+    std::fprintf(stderr, "compiled in %.2f s\n",
+                 std::chrono::duration<double>(Clock::now() - compile_start).count());
+    return reports.Finish();
+  }
   // The compiler frees what it used, but the C library keeps much of it mapped; hand it back
   // (the CLI owns its process; the library does not do this).
   malloc_trim(0);

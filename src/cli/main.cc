@@ -31,7 +31,7 @@ constexpr char kUsage[] =
     "  generate    (--prompt TEXT [--chat [--system TEXT]] | --prompt-tokens IDS)\n"
     "              [--model FILE.gguf] [--max-tokens N] [--devices N] [--temperature T\n"
     "              [--top-p P] [--seed S]] [--json] [--logits-out FILE.npy] [--metrics]\n"
-    "              [--trace FILE] [--plugin PATH] [--attention-block N]\n"
+    "              [--trace FILE] [--plugin PATH] [--attention-block N] [--compile-only]\n"
     "  demo        [--devices N] [--tokens T] [--layers L] [--d-model D] [--seed S]\n"
     "              [--trace FILE] [--metrics] [--plugin PATH]\n"
     "  cache       info|clear [--compile-cache DIR] [--json]\n"

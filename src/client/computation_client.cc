@@ -190,14 +190,20 @@ absl::StatusOr<ComputationClient::KeyedRequest> ComputationClient::Fingerprint(
   return keyed;
 }
 
-absl::Status ComputationClient::Precompile(const CompileRequest& request) {
-  if (persistent_cache_ == nullptr) return Compile(request).status();
+absl::StatusOr<bool> ComputationClient::IsCompiled(const CompileRequest& request) {
   SHARDRT_ASSIGN_OR_RETURN(KeyedRequest keyed, Fingerprint(request));
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
-    if (compile_cache_.contains(keyed.key)) return absl::OkStatus();
+    if (compile_cache_.contains(keyed.key)) return true;
   }
-  if (persistent_cache_->Contains(persistent_cache_->Key(keyed.key))) return absl::OkStatus();
+  return persistent_cache_ != nullptr &&
+         persistent_cache_->Contains(persistent_cache_->Key(keyed.key));
+}
+
+absl::Status ComputationClient::Precompile(const CompileRequest& request) {
+  if (persistent_cache_ == nullptr) return Compile(request).status();
+  SHARDRT_ASSIGN_OR_RETURN(bool compiled, IsCompiled(request));
+  if (compiled) return absl::OkStatus();
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation, Compile(request));
   EvictCompiled(*computation);
   return absl::OkStatus();

@@ -136,6 +136,13 @@ class ComputationClient {
   // computation. Thread-safe. Errors: Compile's.
   [[nodiscard]] absl::Status Precompile(const CompileRequest& request);
 
+  // Whether Compile of `request` would compile nothing: the in-memory cache holds it, or the
+  // persistent compile cache has an entry for it (not read here; a damaged entry is found by
+  // Compile). Thread-safe. Errors: InvalidArgument for a program over the size limit.
+  [[nodiscard]] absl::StatusOr<bool> IsCompiled(const CompileRequest& request);
+  // Whether a persistent compile cache is configured and usable.
+  bool has_persistent_cache() const { return persistent_cache_ != nullptr; }
+
   // Drops `computation` from the in-memory compile cache, so that it is freed (with the
   // executable's host memory) once its last holder lets it go; a later Compile of the same
   // program compiles it again, or loads it from the persistent compile cache. Returns whether

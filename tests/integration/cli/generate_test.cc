@@ -2,6 +2,7 @@
 // rates end stderr; --json holds the same text; bad flags and files are one line on stderr and
 // exit 1, refused before anything is compiled (docs/errors.md).
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <regex>
@@ -59,6 +60,51 @@ TEST_F(GenerateTest, StreamsTextAndEndsStderrWithTheRates) {
       << json.out << " vs " << text;
 }
 
+// The value of counter `name` in a --metrics report (0 when it is not there).
+int64_t CounterIn(const std::string& report, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(report, m, std::regex("Counter: " + name + "\\n  Value: ([0-9]+)"))) {
+    return 0;
+  }
+  return std::stoll(m[1]);
+}
+
+TEST_F(GenerateTest, AFirstRunCompilesInAChildProcessAndCompileOnlyFillsTheCache) {
+  const std::string dir = ::testing::TempDir() + "generate_cache_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const std::string args = "generate --model " + kModel + " --prompt-tokens 6403,1980,253,655 "
+                           "--max-tokens 6 --devices 8 --json --metrics --compile-cache " + dir;
+  // First run: the programs compile in a child process; this one only loads them.
+  CliResult first = RunCliCaptured(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(CounterIn(first.out, "UncachedCompile"), 0) << first.out;
+  EXPECT_EQ(CounterIn(first.out, "PersistentCacheHit"), 2) << first.out;
+  // --compile-only for another --max-tokens (another cache length): compiles, generates nothing.
+  CliResult only = RunCliCaptured("generate --model " + kModel + " --prompt-tokens 6403,1980,253,655 "
+                                  "--max-tokens 300 --devices 8 --compile-only --compile-cache " +
+                                  dir);
+  ASSERT_EQ(only.exit_code, 0) << only.err;
+  EXPECT_EQ(only.out, "");
+  EXPECT_TRUE(std::regex_match(LastLine(only.err), std::regex(R"(compiled in [0-9.]+ s)")))
+      << only.err;
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    entries += e.path().extension() == ".entry";
+  }
+  EXPECT_EQ(entries, 4u);  // a prefill and a decode program per cache length
+  // Later runs find everything: the same tokens, nothing compiled anywhere.
+  CliResult again = RunCliCaptured(args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(CounterIn(again.out, "UncachedCompile"), 0);
+  auto tokens = [](const std::string& out) {
+    const size_t at = out.find("\"tokens\": [");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find(']', at) - at);
+  };
+  EXPECT_FALSE(tokens(first.out).empty()) << first.out;
+  EXPECT_EQ(tokens(again.out), tokens(first.out));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(GenerateTest, BadFlagsAndFilesAreOneLine) {
   const std::string m = "generate --model " + kModel;
   unsetenv("SHARDRT_MODEL");  // the CLI's fallback for --model
@@ -75,6 +121,8 @@ TEST_F(GenerateTest, BadFlagsAndFilesAreOneLine) {
   ExpectCleanError(m + " --prompt a --logits-out=", "flag --logits-out: empty path");
   ExpectCleanError(m + " --prompt a --devices 5",
                    "devices 5: the query width (heads x head dim) 576 does not split into 5");
+  ExpectCleanError(m + " --prompt a --compile-only --compile-cache off",
+                   "--compile-only needs a compile cache");
   ExpectCleanError(m + " --prompt a --attention-block 12",
                    "attention block 12: expected a multiple of the 8 devices");
   ExpectCleanError(m + " --prompt a --attention-block 0",
