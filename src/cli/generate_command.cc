@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
 
 // Runs `shardrt generate ARGS --compile-only` in a child process and waits for it: the child
 // compiles the programs into the compile cache, so the compiler's memory and code never join
-// this process's weights (a first run would otherwise keep about 130 MB of them). The child's
+// this process's weights (a first run would otherwise keep about 80 MB of them). The child's
 // output goes to /dev/null, and it dies with this process. Errors: the child could not start or
 // failed; the caller then compiles in-process, which reports what went wrong.
 absl::Status CompileInChild(const std::vector<std::string>& args) {
