@@ -16,10 +16,10 @@ Driven:      python jax_decoder.py --serve --devices 8 --tokens 32   (setup | ge
 """
 
 import argparse
-import json
 import os
-import sys
 import time
+
+import protocol
 
 
 def parse_args():
@@ -241,25 +241,18 @@ class Decoder:
 
 def serve():
     decoder = None
-    for line in sys.stdin:
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "quit":
-            break
-        try:
-            if words[0] == "setup":
-                decoder = Decoder(ARGS.devices, ARGS.tokens, ARGS.seed)
-                reply = {"ok": True}
-            elif words[0] == "gen" and decoder is not None:
-                ids, seconds = decoder.generate()
-                reply = {"ok": True, "seconds": seconds, "tokens": ids}
-            else:
-                reply = {"ok": False, "error": f"bad request: {line.strip()}"}
-        except Exception as e:
-            reply = {"ok": False, "error": repr(e)}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+
+    def handle(words):
+        nonlocal decoder
+        if words[0] == "setup":
+            decoder = Decoder(ARGS.devices, ARGS.tokens, ARGS.seed)
+            return {"ok": True}
+        if words[0] == "gen" and decoder is not None:
+            ids, seconds = decoder.generate()
+            return {"ok": True, "seconds": seconds, "tokens": ids}
+        return None
+
+    protocol.serve(handle)
 
 
 def main():

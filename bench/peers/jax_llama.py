@@ -32,8 +32,6 @@ bucket and the decode step.
 One process, G generations (bench/model runs G = 1 in a new process per measurement, as the CLI
 runs; later generations in the same process are warm), one JSON line each:
     python jax_llama.py --model M --devices 8 --prompt-tokens 6403,1980,253,655 --max-tokens 64
-A server on stdin/stdout: python jax_llama.py --serve --model M --devices 8
-    (lines: "gen IDS MAX" -> {"ok", "tokens", "prefill_s", "decode_tokens_per_s"}; "info"; "quit")
 """
 
 import argparse
@@ -52,7 +50,6 @@ def parse_args():
     p.add_argument("--prompt-tokens", default="6403,1980,253,655")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--generations", type=int, default=2)
-    p.add_argument("--serve", action="store_true")
     p.add_argument("--attention-block", type=int, default=0,
                    help="positions per decode attention loop iteration, a multiple of --devices "
                         "(default: 256 when the devices divide it, else 32 x devices)")
@@ -481,32 +478,10 @@ class Model:
 
 def main():
     model = Model(ARGS.model, ARGS.devices, ARGS.attention_block)
-    if not ARGS.serve:
-        prompt = [int(x) for x in ARGS.prompt_tokens.split(",")]
-        for g in range(ARGS.generations):
-            r = model.generate(prompt, ARGS.max_tokens)
-            print(json.dumps({"generation": g, "jax": jax.__version__, **r}), flush=True)
-        return
-    for line in sys.stdin:
-        parts = line.split()
-        if not parts:
-            continue
-        try:
-            if parts[0] == "quit":
-                print(json.dumps({"ok": True}), flush=True)
-                return
-            if parts[0] == "info":
-                reply = {"jax": jax.__version__, "devices": ARGS.devices,
-                         "pjrt_nproc": os.environ.get("PJRT_NPROC"),
-                         "xla_flags": os.environ.get("XLA_FLAGS", "")}
-            elif parts[0] == "gen":
-                prompt = [int(x) for x in parts[1].split(",")]
-                reply = model.generate(prompt, int(parts[2]))
-            else:
-                raise ValueError(f"unknown request '{parts[0]}'")
-            print(json.dumps({"ok": True, **reply}), flush=True)
-        except Exception as e:  # reported to the driver, which stops
-            print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}), flush=True)
+    prompt = [int(x) for x in ARGS.prompt_tokens.split(",")]
+    for g in range(ARGS.generations):
+        r = model.generate(prompt, ARGS.max_tokens)
+        print(json.dumps({"generation": g, "jax": jax.__version__, **r}), flush=True)
 
 
 if __name__ == "__main__":

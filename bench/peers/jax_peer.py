@@ -23,8 +23,9 @@ Driven:      python jax_peer.py --serve --devices 8
 import argparse
 import json
 import os
-import sys
 import time
+
+import protocol
 
 ROWS, COLS = 8, 128  # per-device shard shape, as in bench/bench_util.h
 
@@ -89,39 +90,13 @@ class Case:
 
 
 def serve(devices):
-    cases = {}
-    for line in sys.stdin:
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "quit":
-            break
-        try:
-            if words[0] == "info":
-                reply = {"ok": True, "jax": jax.__version__,
-                         "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else "",
-                         "devices": len(jax.devices()), "platform": jax.devices()[0].platform}
-            elif words[0] == "threads":  # OS threads of this process now
-                reply = {"ok": True, "threads": len(os.listdir("/proc/self/task"))}
-            elif words[0] == "setup":
-                k = int(words[1])
-                if k not in cases:
-                    cases[k] = Case(devices, k)
-                reply = {"ok": True, "compile_s": cases[k].compile_s}
-            elif words[0] == "free":
-                cases.pop(int(words[1]), None)
-                reply = {"ok": True}
-            elif words[0] == "run" and words[2] == "jax":
-                k, n = int(words[1]), int(words[3])
-                if k not in cases:
-                    cases[k] = Case(devices, k)
-                reply = {"ok": True, "samples_ns": cases[k].run(n)}
-            else:
-                reply = {"ok": False, "error": f"bad request: {line.strip()}"}
-        except Exception as e:  # reported to the driver, which stops
-            reply = {"ok": False, "error": repr(e)}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+    protocol.serve_cases(
+        "jax",
+        lambda: {"jax": jax.__version__,
+                 "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else "",
+                 "devices": len(jax.devices()), "platform": jax.devices()[0].platform},
+        lambda k: Case(devices, k),
+        lambda case, n: {"samples_ns": case.run(n)})
 
 
 def main():

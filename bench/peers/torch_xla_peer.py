@@ -38,8 +38,9 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
+
+import protocol
 
 ROWS, COLS = 8, 128  # per-device shard shape, as in bench/bench_util.h
 
@@ -137,41 +138,15 @@ class Case:
 
 
 def serve(devices):
-    cases = {}
-    for line in sys.stdin:
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "quit":
-            break
-        try:
-            if words[0] == "info":
-                reply = {"ok": True, "torch": torch.__version__, "torch_xla": torch_xla.__version__,
-                         "devices": xr.global_runtime_device_count(),
-                         "device_type": xr.device_type()}
-            elif words[0] == "threads":  # OS threads of this process now
-                reply = {"ok": True, "threads": len(os.listdir("/proc/self/task"))}
-            elif words[0] == "setup":
-                k = int(words[1])
-                if k not in cases:
-                    cases[k] = Case(devices, k)
-                reply = {"ok": True, "compile_s": cases[k].compile_s}
-            elif words[0] == "free":
-                cases.pop(int(words[1]), None)
-                reply = {"ok": True}
-            elif words[0] == "run" and words[2] == "torch-xla":
-                k, n = int(words[1]), int(words[3])
-                if k not in cases:
-                    cases[k] = Case(devices, k)
-                samples, phases = cases[k].run(n)
-                reply = {"ok": True, "samples_ns": samples,
-                         "execute_replicated_ns": execute_replicated_ns(), **phases}
-            else:
-                reply = {"ok": False, "error": f"bad request: {line.strip()}"}
-        except Exception as e:  # reported to the driver, which stops
-            reply = {"ok": False, "error": repr(e)}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+    def run(case, n):
+        samples, phases = case.run(n)
+        return {"samples_ns": samples, "execute_replicated_ns": execute_replicated_ns(), **phases}
+
+    protocol.serve_cases(
+        "torch-xla",
+        lambda: {"torch": torch.__version__, "torch_xla": torch_xla.__version__,
+                 "devices": xr.global_runtime_device_count(), "device_type": xr.device_type()},
+        lambda k: Case(devices, k), run)
 
 
 def main():
