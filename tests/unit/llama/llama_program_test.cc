@@ -4,10 +4,18 @@
 
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace shardrt::llama {
 namespace {
+
+using ::testing::HasSubstr;
+
+// The message a refused program's emitter gave ("" when the program was emitted).
+std::string Refusal(const absl::StatusOr<LlamaProgram>& program) {
+  return program.ok() ? "" : std::string(program.status().message());
+}
 
 // SmolLM2-135M's sizes, with fewer layers.
 LlamaConfig SmallConfig(int64_t layers) {
@@ -77,31 +85,17 @@ TEST(LlamaProgramTest, OneDeviceHasNoSpmdAtAll) {
 
 TEST(LlamaProgramTest, RefusesSizesThatDoNotSplitOrFit) {
   const LlamaConfig c = SmallConfig(1);
-  auto five = EmitDecode(c, {.partitions = 5, .cache_len = 320, .block = 320});
-  ASSERT_FALSE(five.ok());
-  EXPECT_NE(five.status().message().find("devices 5: the query width (heads x head dim) 576 does "
-                                         "not split into 5 equal slices"),
-            std::string::npos)
-      << five.status();
-  auto block = EmitDecode(c, {.partitions = 8, .cache_len = 256, .block = 512});
-  ASSERT_FALSE(block.ok());
-  EXPECT_NE(block.status().message().find("attention block 512: expected a multiple of 8 devices "
-                                          "within the cache length 256"),
-            std::string::npos)
-      << block.status();
-  auto divisor = EmitDecode(c, {.partitions = 8, .cache_len = 256, .block = 96});
-  ASSERT_FALSE(divisor.ok());
-  EXPECT_NE(divisor.status().message().find("attention block 96: expected a divisor of the cache "
-                                            "length 256"),
-            std::string::npos)
-      << divisor.status();
-  auto uneven = EmitPrefill(c, {.partitions = 8, .cache_len = 256, .tokens = 60});
-  ASSERT_FALSE(uneven.ok());
-  auto context = EmitPrefill(c, {.partitions = 8, .cache_len = 16384, .tokens = 64});
-  ASSERT_FALSE(context.ok());
-  EXPECT_NE(context.status().message().find("within the model's context of 8192"),
-            std::string::npos)
-      << context.status();
+  EXPECT_THAT(Refusal(EmitDecode(c, {.partitions = 5, .cache_len = 320, .block = 320})),
+              HasSubstr("devices 5: the query width (heads x head dim) 576 does not split into 5 "
+                        "equal slices"));
+  EXPECT_THAT(Refusal(EmitDecode(c, {.partitions = 8, .cache_len = 256, .block = 512})),
+              HasSubstr("attention block 512: expected a multiple of 8 devices within the cache "
+                        "length 256"));
+  EXPECT_THAT(Refusal(EmitDecode(c, {.partitions = 8, .cache_len = 256, .block = 96})),
+              HasSubstr("attention block 96: expected a divisor of the cache length 256"));
+  EXPECT_FALSE(EmitPrefill(c, {.partitions = 8, .cache_len = 256, .tokens = 60}).ok());
+  EXPECT_THAT(Refusal(EmitPrefill(c, {.partitions = 8, .cache_len = 16384, .tokens = 64})),
+              HasSubstr("within the model's context of 8192"));
 }
 
 }  // namespace
