@@ -6,21 +6,27 @@ a 1-D mesh of P CPU devices (JAX_NUM_CPU_DEVICES=P) with the same explicit colle
 weight layout and the same KV-cache layout, so both runtimes must produce the same greedy tokens:
 
   token_embd [vocab, d]     split on rows (lookup: mask + psum; logits: local argmax, gathered)
-  wqkv [q + 2 kv, d]        device d holds its rows of Wq, then Wk, then Wv, stacked
-  wo [d, q]                 split on rows (outputs all-gathered)
-  wgu [2 ffn, d]            device d holds its rows of Wgate, then Wup
-  wdown [d, ffn]            split on columns (partial products all-reduced)
-  norms                     replicated
+  wqkv [layers, q + 2 kv, d] device d holds its rows of Wq, then Wk, then Wv, stacked
+  wo [layers, d, q]          split on rows (outputs all-gathered)
+  wgu [layers, 2 ffn, d]     device d holds its rows of Wgate, then Wup
+  wdown [layers, d, ffn]     split on columns (partial products all-reduced)
+  norms [layers, d], [d]     replicated
   k_cache, v_cache [layers, P, C/P, kv, hd]: position p at device p % P, slot p / P
+
+Each program is one lax.while_loop over the layers, which slices the layer's weights out of the
+stacked ones (lax.dynamic_index_in_dim), as shardrt's programs do.
 
 Weights are dequantized to f32 by the `gguf` package, in GGUF's row order (Q and K rows with RoPE
 pairs adjacent). The cache length C is the prompt plus max_tokens rounded up to a multiple of
-lcm(64, block). Prefill runs the prompt padded to a bucket of 64, 128, ... One decode step per
-cache length serves every position and donates the caches: per layer, its attention is a
-lax.while_loop over blocks of `block` positions (block / P slots per device; 256 when P divides
-it, else 32 P, as shardrt's CLI; --attention-block sets it) that runs position // block + 1
-iterations, each block's partial softmax merged into the running one (online softmax, from
-m = -1e30, l = 0, o = 0), then combined across the devices. The host loop mirrors
+lcm(64, block). Prefill runs the prompt padded to a bucket of 64, 128, ... and writes each
+layer's keys and values into zero caches in place. One decode step per cache length serves
+every position and donates the caches: per layer, its attention is a lax.while_loop over blocks
+of `block` positions (block / P slots per device; 256 when P divides it, else 32 P, as shardrt's
+CLI; --attention-block sets it) that runs position // block + 1 iterations over the positions
+before the token, each block's partial softmax merged into the running one (online softmax,
+from m = -1e30, l = 0, o = 0), then the token's own key and value (on the device that holds its
+position), then combined across the devices; the layers' new keys and values are collected and
+written into the caches once, after the layer loop. The host loop mirrors
 LlamaModel::Generate: the greedy token stays on device and feeds the next step, the host reads
 each token 4 steps behind the newest scheduled step, and stops at a stop token or max_tokens.
 Timing as shardrt's CLI reports it: prefill = from the prompt's upload to the first token read;
@@ -126,15 +132,19 @@ def load_weights(reader, c, p):
         specs.append(spec)
 
     add("token_embd", t["token_embd.weight"], P("x", None))
-    for i in range(c.n_layers):
-        b = f"blk.{i}."
-        add(b + "attn_norm", t[b + "attn_norm.weight"], P())
-        add(b + "wqkv", stacked([t[b + "attn_q.weight"], t[b + "attn_k.weight"],
-                                 t[b + "attn_v.weight"]]), P("x", None))
-        add(b + "wo", t[b + "attn_output.weight"], P("x", None))
-        add(b + "ffn_norm", t[b + "ffn_norm.weight"], P())
-        add(b + "wgu", stacked([t[b + "ffn_gate.weight"], t[b + "ffn_up.weight"]]), P("x", None))
-        add(b + "wdown", t[b + "ffn_down.weight"], P(None, "x"))
+    layers = range(c.n_layers)
+
+    def each(f):
+        return np.stack([f(f"blk.{i}.") for i in layers])
+
+    add("attn_norm", each(lambda b: t[b + "attn_norm.weight"]), P())
+    add("wqkv", each(lambda b: stacked([t[b + "attn_q.weight"], t[b + "attn_k.weight"],
+                                         t[b + "attn_v.weight"]])), P(None, "x", None))
+    add("wo", each(lambda b: t[b + "attn_output.weight"]), P(None, "x", None))
+    add("ffn_norm", each(lambda b: t[b + "ffn_norm.weight"]), P())
+    add("wgu", each(lambda b: stacked([t[b + "ffn_gate.weight"], t[b + "ffn_up.weight"]])),
+        P(None, "x", None))
+    add("wdown", each(lambda b: t[b + "ffn_down.weight"]), P(None, None, "x"))
     add("output_norm", t["output_norm.weight"], P())
     return names, arrays, specs
 
@@ -180,8 +190,8 @@ class Model:
     def _norm(self, x, gain):
         d = x.shape[1]
         ms = jnp.sum(x * x, axis=1) / jnp.float32(d)
-        inv = lax.rsqrt(ms + jnp.float32(self.c.eps))
-        return gain[None, :] * (x * inv[:, None])
+        root = jnp.sqrt(ms + jnp.float32(self.c.eps))
+        return (x * gain[None, :]) / root[:, None]
 
     @staticmethod
     def _linear(x, w):
@@ -270,15 +280,18 @@ class Model:
     def _attention(self, q, qpos, keys, values):
         return self._combine(self._local_attention(q, qpos, keys, values, jnp.int32(0)))
 
-    def _cached_attention(self, q, position, k_cache, v_cache, layer):
-        """The attention of the one query q [1, heads, hd] at `position` over layer `layer` of
-        this device's caches [layers, 1, slots, kv, hd]: a loop over blocks of block / P slots
-        up to the block holding `position`, merged online, then combined over the devices."""
+    def _cached_attention(self, qkv, position, owner, slot, k_cache, v_cache, layer):
+        """The attention of one token's query at `position` (qkv: q [1, heads, hd], k and v
+        [1, kv, hd]) over the positions before it in layer `layer` of this device's caches
+        [layers, 1, slots, kv, hd] (a loop over blocks of block / P slots up to the block holding
+        `position`, merged online) and over its own key and value (counted by the device that
+        holds the position, `owner`, at `slot`), then combined over the devices."""
         c, p = self.c, self.p
+        q, k, v = qkv
         kv, g, hd = c.n_kv, c.n_heads // c.n_kv, c.hd
         bs = self.block // p
         blocks = lax.div(position, jnp.int32(bs * p)) + jnp.int32(1)
-        qpos = position.reshape(1)
+        before = (position - jnp.int32(1)).reshape(1)
         zero = jnp.int32(0)
 
         def body(carry):
@@ -286,25 +299,27 @@ class Model:
             first = i * jnp.int32(bs)
 
             def block(cache):
-                slab = lax.dynamic_slice(cache, (jnp.int32(layer), zero, first, zero, zero),
+                slab = lax.dynamic_slice(cache, (layer, zero, first, zero, zero),
                                          (1, 1, bs, kv, hd))
                 return slab.reshape(bs, kv, hd)
 
-            part = self._local_attention(q, qpos, block(k_cache), block(v_cache), first)
+            part = self._local_attention(q, before, block(k_cache), block(v_cache), first)
             o, m, l = self._merge((o, m, l), part)
             return i + jnp.int32(1), m, l, o
 
         init = (zero, jnp.full((kv, 1, g), MASKED, jnp.float32), jnp.zeros((kv, 1, g), jnp.float32),
                 jnp.zeros((kv, 1, g, hd), jnp.float32))
         _, m, l, o = lax.while_loop(lambda carry: carry[0] < blocks, body, init)
-        return self._combine((o, m, l))
+        self_pos = jnp.where(owner, position, jnp.int32(-1)).reshape(1)
+        own = self._local_attention(q, self_pos, k, v, slot)
+        return self._combine(self._merge((o, m, l), own))
 
     def _mlp(self, x, w):
         f = self.c.ffn // self.p
         h = self._norm(x, w["ffn_norm"])
         gu = self._linear(h, w["wgu"])
         gate, up = gu[:, :f], gu[:, f:2 * f]
-        act = (gate * jax.nn.sigmoid(gate)) * up
+        act = (gate * up) / (jnp.float32(1) + jnp.exp(-gate))
         return x + self._all_reduce(self._linear(act, w["wdown"]))
 
     def _logits(self, x, wd):
@@ -319,9 +334,22 @@ class Model:
         indices = lax.all_gather(index[None], "x", axis=0, tiled=True)
         return indices[jnp.argmax(maxes)], logits
 
+    LAYER_WEIGHTS = ("attn_norm", "wqkv", "wo", "ffn_norm", "wgu", "wdown")
+
     def _layer(self, weights, i):
-        b = f"blk.{i}."
-        return {k[len(b):]: v for k, v in weights.items() if k.startswith(b)}
+        """Layer i's (s32[]) weights, sliced out of the stacked ones."""
+        return {k: lax.dynamic_index_in_dim(weights[k], i, keepdims=False)
+                for k in self.LAYER_WEIGHTS}
+
+    def _for_layers(self, body, carried):
+        """A lax.while_loop over the layers: body(i, carried) -> the next carried values."""
+        def step(state):
+            i, rest = state
+            return i + jnp.int32(1), body(i, rest)
+
+        _, out = lax.while_loop(lambda state: state[0] < jnp.int32(self.c.n_layers), step,
+                                (jnp.int32(0), carried))
+        return out
 
     def _prefill_local(self, tokens, length, *weights):
         c, p = self.c, self.p
@@ -329,9 +357,10 @@ class Model:
         s = tokens.shape[0]
         slots = self.cache_len // p
         pos = jnp.arange(s, dtype=jnp.int32)
-        x = self._embed(wd["token_embd"], tokens)
-        ks, vs = [], []
-        for i in range(c.n_layers):
+        zero = jnp.int32(0)
+
+        def layer(i, carried):
+            x, kc, vc = carried
             w = self._layer(wd, i)
             q, k, v = self._project(x, w, pos)
 
@@ -344,38 +373,49 @@ class Model:
             x = x + self._all_gather(self._linear(self._attention(q, pos, keys, values),
                                                   w["wo"]), 1)
             x = self._mlp(x, w)
-            for a, out in ((keys, ks), (values, vs)):
-                out.append(jnp.pad(a.reshape(1, 1, s // p, c.n_kv, c.hd),
-                                   ((0, 0), (0, 0), (0, slots - s // p), (0, 0), (0, 0))))
+
+            def write(cache, a):
+                return lax.dynamic_update_slice(cache, a.reshape(1, 1, s // p, c.n_kv, c.hd),
+                                                (i, zero, zero, zero, zero))
+
+            return x, write(kc, keys), write(vc, values)
+
+        empty = jnp.zeros((c.n_layers, 1, slots, c.n_kv, c.hd), jnp.float32)
+        x, kc, vc = self._for_layers(layer, (self._embed(wd["token_embd"], tokens), empty, empty))
         last = lax.dynamic_slice(x, (length - 1, 0), (1, c.d))
         token, logits = self._logits(last, wd)
-        return jnp.concatenate(ks, 0), jnp.concatenate(vs, 0), token, logits
+        return kc, vc, token, logits
 
     def _decode_local(self, k_cache, v_cache, token, position, *weights):
         c, p = self.c, self.p
         wd = dict(zip(self.names, weights))
         pos = position.reshape(1)
-        x = self._embed(wd["token_embd"], token.reshape(1))
         slot = lax.div(position, jnp.int32(p))
         mine = lax.rem(position, jnp.int32(p)) == self._pid()
-        one = (1, 1, 1, c.n_kv, c.hd)
         zero = jnp.int32(0)
-        for i in range(c.n_layers):
+
+        def layer(i, carried):
+            x, ks, vs = carried
             w = self._layer(wd, i)
             q, k, v = self._project(x, w, pos)
-            at = (jnp.int32(i), zero, slot, zero, zero)
-
-            def write(cache, new):
-                held = lax.dynamic_slice(cache, at, one)
-                return lax.dynamic_update_slice(cache, jnp.where(mine, new.reshape(one), held), at)
-
-            k_cache = write(k_cache, k)
-            v_cache = write(v_cache, v)
-            attn = self._cached_attention(q, position, k_cache, v_cache, i)
+            attn = self._cached_attention((q, k, v), position, mine, slot, k_cache, v_cache, i)
             x = x + self._all_gather(self._linear(attn, w["wo"]), 1)
             x = self._mlp(x, w)
+            return (x, lax.dynamic_update_slice(ks, k, (i, zero, zero)),
+                    lax.dynamic_update_slice(vs, v, (i, zero, zero)))
+
+        column = jnp.zeros((c.n_layers, c.n_kv, c.hd), jnp.float32)
+        x, ks, vs = self._for_layers(
+            layer, (self._embed(wd["token_embd"], token.reshape(1)), column, column))
+        one = (c.n_layers, 1, 1, c.n_kv, c.hd)
+        at = (zero, zero, slot, zero, zero)
+
+        def write(cache, new):
+            held = lax.dynamic_slice(cache, at, one)
+            return lax.dynamic_update_slice(cache, jnp.where(mine, new.reshape(one), held), at)
+
         token, logits = self._logits(x, wd)
-        return k_cache, v_cache, token, logits
+        return write(k_cache, ks), write(v_cache, vs), token, logits
 
     # ---- compiled programs ----
 

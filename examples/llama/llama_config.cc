@@ -137,15 +137,13 @@ std::vector<ArraySpec> WeightSpecs(const LlamaConfig& c) {
   };
   std::vector<ArraySpec> specs;
   specs.push_back(f32("token_embd", {c.vocab, c.d_model}, 0));
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    const std::string n = absl::StrCat("blk.", i, ".");
-    specs.push_back(f32(n + "attn_norm", {c.d_model}, -1));
-    specs.push_back(f32(n + "wqkv", {c.q_dim() + 2 * c.kv_dim(), c.d_model}, 0));
-    specs.push_back(f32(n + "wo", {c.d_model, c.q_dim()}, 0));
-    specs.push_back(f32(n + "ffn_norm", {c.d_model}, -1));
-    specs.push_back(f32(n + "wgu", {2 * c.ffn, c.d_model}, 0));
-    specs.push_back(f32(n + "wdown", {c.d_model, c.ffn}, 1));
-  }
+  const int64_t l = c.n_layers;
+  specs.push_back(f32("attn_norm", {l, c.d_model}, -1));
+  specs.push_back(f32("wqkv", {l, c.q_dim() + 2 * c.kv_dim(), c.d_model}, 1));
+  specs.push_back(f32("wo", {l, c.d_model, c.q_dim()}, 1));
+  specs.push_back(f32("ffn_norm", {l, c.d_model}, -1));
+  specs.push_back(f32("wgu", {l, 2 * c.ffn, c.d_model}, 1));
+  specs.push_back(f32("wdown", {l, c.d_model, c.ffn}, 2));
   specs.push_back(f32("output_norm", {c.d_model}, -1));
   return specs;
 }

@@ -5,13 +5,15 @@
 // RoPE, residual; RMSNorm, SwiGLU MLP, residual); a final RMSNorm; logits from the token
 // embedding (tied) or an output matrix.
 //
-// Sharding over P devices (every weight is split, nothing is stored twice; see README.md):
-//   token_embd [vocab, d]              split by vocab rows (embedding lookup and logits)
-//   wqkv       [P * (q + 2 kv) / P, d] each device's slice of the q, k and v output rows
-//   wo         [d, q]                  split by output rows
-//   wgu        [P * 2 ffn / P, d]      each device's slice of the gate and up rows
-//   wdown      [d, ffn]                split by input columns
-//   norms                              replicated
+// Sharding over P devices (every weight is split, nothing is stored twice; see README.md). The
+// layers' weights are stacked, one array per kind with the layer first, so that each program
+// runs one loop over the layers:
+//   token_embd [vocab, d]                   split by vocab rows (embedding lookup and logits)
+//   wqkv       [layers, P * (q + 2 kv) / P, d] each device's slice of the q, k and v output rows
+//   wo         [layers, d, q]               split by output rows
+//   wgu        [layers, P * 2 ffn / P, d]   each device's slice of the gate and up rows
+//   wdown      [layers, d, ffn]             split by input columns
+//   norms      [layers, d], [d]             replicated
 //   KV cache   [layers, P, cache/P, kv_heads, head_dim] split on dim 1: position p lives on
 //              device p % P at slot p / P, so every device holds an equal share of the filled
 //              positions and attention over them is split evenly (sequence-parallel attention).
@@ -58,8 +60,8 @@ struct LlamaConfig {
 
 using stablehlo::ArraySpec;
 
-// The weights in program order: token_embd, then per layer i "blk.<i>." attn_norm, wqkv, wo,
-// ffn_norm, wgu, wdown, then output_norm.
+// The weights in program order: token_embd; attn_norm, wqkv, wo, ffn_norm, wgu, wdown (each
+// stacked over the layers, layer first); output_norm.
 std::vector<ArraySpec> WeightSpecs(const LlamaConfig& config);
 
 // The two KV cache arrays (k_cache, v_cache) for `cache_len` positions (a multiple of P).

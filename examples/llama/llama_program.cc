@@ -1,6 +1,7 @@
 #include "llama/llama_program.h"
 
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -54,17 +55,58 @@ class Emitter {
   void SetWeight(const std::string& name, Value v) { w_.emplace(name, std::move(v)); }
   const Value& W(const std::string& name) const { return w_.at(name); }
 
+  // One layer's weights, sliced out of the stacked [layers, ...] weights.
+  struct Layer {
+    Value attn_norm, wqkv, wo, ffn_norm, wgu, wdown;
+  };
+  // Layer `index` (s32[]) of the stacked weights: one dynamic slice of each.
+  Layer LayerAt(const Value& index) {
+    auto at = [&](const std::string& name) {
+      const Value& w = W(name);
+      std::vector<Value> starts(w.type.dims.size(), b_.I32(0));
+      starts[0] = index;
+      std::vector<int64_t> sizes = w.type.dims;
+      sizes[0] = 1;
+      return b_.Reshape(b_.DynamicSlice(w, starts, sizes),
+                        std::vector<int64_t>(sizes.begin() + 1, sizes.end()));
+    };
+    return Layer{at("attn_norm"), at("wqkv"), at("wo"), at("ffn_norm"), at("wgu"), at("wdown")};
+  }
+
+  // A loop over the layers: `body` gets the layer index (s32[]) and the carried values and
+  // returns their next values. Returns the carried values after the last layer.
+  using LayerBody = std::function<std::vector<Value>(const Value&, const std::vector<Value>&)>;
+  std::vector<Value> ForLayers(const std::vector<Value>& carried, const LayerBody& body) {
+    std::vector<Value> inits = {b_.I32(0)};
+    inits.insert(inits.end(), carried.begin(), carried.end());
+    std::vector<Value> out = b_.While(
+        inits,
+        [&](const std::vector<Value>& v) {
+          return std::vector<Value>{b_.Compare(v[0], b_.I32(c_.n_layers), "LT")};
+        },
+        [&](const std::vector<Value>& v) {
+          std::vector<Value> next = {b_.Add(v[0], b_.I32(1))};
+          std::vector<Value> rest = body(v[0], std::vector<Value>(v.begin() + 1, v.end()));
+          next.insert(next.end(), rest.begin(), rest.end());
+          return next;
+        });
+    return std::vector<Value>(out.begin() + 1, out.end());
+  }
+
   Value AllReduce(const Value& v) { return p_ == 1 ? v : b_.AllReduce(v, p_); }
   Value AllGather(const Value& v, int64_t dim) { return p_ == 1 ? v : b_.AllGather(v, dim, p_); }
 
-  // x [s, d] * rsqrt(mean(x^2) + eps) * gain.
+  // x [s, d] * gain / sqrt(mean(x^2) + eps). It ends in a division on purpose: the compiler
+  // fuses a matrix-vector product with the slice of the stacked weight it reads and with cheap
+  // producers of its vector, which it would then recompute for every row of the matrix; an
+  // expensive last operation (a division) is computed once instead.
   Value RmsNorm(const Value& x, const Value& gain) {
     const int64_t s = x.type.dims[0], d = x.type.dims[1];
     Value sum = b_.Reduce(b_.Mul(x, x), {1}, "add", b_.Splat(0.0, F32({})));
     Value ms = b_.Div(sum, b_.Splat(double(d), F32({s})));
-    Value inv = b_.Unary("rsqrt", b_.Add(ms, b_.Splat(c_.norm_eps, F32({s}))));
-    Value y = b_.Mul(x, b_.Broadcast(inv, {s, d}, {0}));
-    return b_.Mul(b_.Broadcast(gain, {s, d}, {1}), y);
+    Value root = b_.Unary("sqrt", b_.Add(ms, b_.Splat(c_.norm_eps, F32({s}))));
+    Value scaled = b_.Mul(x, b_.Broadcast(gain, {s, d}, {1}));
+    return b_.Div(scaled, b_.Broadcast(root, {s, d}, {0}));
   }
 
   // x [s, k] times the rows of w [n, k] -> [s, n] (w holds output features as rows).
@@ -113,11 +155,11 @@ class Emitter {
   };
   // The normalized x projected to queries, keys and values: each device computes its slice of
   // the q, k and v features, one all-gather gives every device all of them.
-  Qkv Project(const Value& x, const std::string& n, const Value& pos) {
+  Qkv Project(const Value& x, const Layer& w, const Value& pos) {
     const int64_t s = x.type.dims[0], cq = c_.q_dim() / p_, ckv = c_.kv_dim() / p_;
     const int64_t width = cq + 2 * ckv;
-    Value h = RmsNorm(x, W(n + "attn_norm"));
-    Value all = b_.Reshape(AllGather(Linear(h, W(n + "wqkv")), 1), {s, p_, width});
+    Value h = RmsNorm(x, w.attn_norm);
+    Value all = b_.Reshape(AllGather(Linear(h, w.wqkv), 1), {s, p_, width});
     auto part = [&](int64_t begin, int64_t size, int64_t heads) {
       Value slice = b_.Slice(all, {0, 0, begin}, {s, p_, begin + size});
       return b_.Reshape(slice, {s, heads, c_.head_dim});
@@ -202,66 +244,63 @@ class Emitter {
     return Combine(LocalAttention(q, qpos, keys, values, b_.I32(0), pid_));
   }
 
-  // The attention of the one query q [1, heads, hd] at `position` over layer `layer` of this
-  // device's caches [layers, 1, slots, kv, hd]: a loop over blocks of `block_slots` slots that
-  // runs only as far as the block holding `position`, each block merged into the running
-  // partial (online softmax), then combined over the devices. The caches pass through the loop
-  // unchanged; the returned ones are the loop's (the same values).
-  struct CachedResult {
-    Value attention;  // [1, heads * hd]
-    Value k_cache, v_cache;
-  };
-  CachedResult CachedAttention(const Value& q, const Value& position, const Value& k_cache,
-                               const Value& v_cache, int64_t layer, int64_t block_slots) {
+  // The attention of one token's query at `position` (qkv: its q [1, heads, hd], k and v
+  // [1, kv, hd]) over the positions before it, held in layer `layer` (s32[]) of this device's
+  // caches [layers, 1, slots, kv, hd], and over its own key and value, which only the device
+  // that will hold the position (`owner`, pred[]) counts, at slot `slot`. The cached positions
+  // are a loop over blocks of `block_slots` slots that runs only as far as the block holding
+  // `position`, each block merged into the running partial (online softmax); the token's own
+  // key and value are merged last, then the devices combine. Returns [1, heads * hd]. The
+  // caches are only read: the caller writes the token's keys and values after all layers.
+  Value CachedAttention(const Qkv& qkv, const Value& position, const Value& owner,
+                        const Value& slot, const Value& k_cache, const Value& v_cache,
+                        const Value& layer, int64_t block_slots) {
     const int64_t kv = c_.n_kv_heads, g = c_.n_heads / kv, hd = c_.head_dim;
     Value blocks = b_.Add(b_.Binary("divide", position, b_.I32(block_slots * p_)), b_.I32(1));
-    const std::vector<Value> inits = {b_.I32(0),
-                                      b_.Splat(kMasked, F32({kv, 1, g})),
+    Value before = b_.Reshape(b_.Sub(position, b_.I32(1)), {1});
+    const std::vector<Value> inits = {b_.I32(0), b_.Splat(kMasked, F32({kv, 1, g})),
                                       b_.Splat(0.0, F32({kv, 1, g})),
-                                      b_.Splat(0.0, F32({kv, 1, g, hd})),
-                                      k_cache,
-                                      v_cache,
-                                      q,
-                                      position,
-                                      pid_,
-                                      blocks};
+                                      b_.Splat(0.0, F32({kv, 1, g, hd}))};
     std::vector<Value> out = b_.While(
         inits,
         [&](const std::vector<Value>& v) {
-          return std::vector<Value>{b_.Compare(v[0], v[9], "LT")};
+          return std::vector<Value>{b_.Compare(v[0], blocks, "LT")};
         },
         [&](const std::vector<Value>& v) {
           Value first = b_.Mul(v[0], b_.I32(block_slots));
           const Value zero = b_.I32(0);
           auto block = [&](const Value& cache) {
-            Value slab = b_.DynamicSlice(cache, {b_.I32(layer), zero, first, zero, zero},
+            Value slab = b_.DynamicSlice(cache, {layer, zero, first, zero, zero},
                                          {1, 1, block_slots, kv, hd});
             return b_.Reshape(slab, {block_slots, kv, hd});
           };
-          Partial part = LocalAttention(v[6], b_.Reshape(v[7], {1}), block(v[4]), block(v[5]),
-                                        first, v[8]);
+          Partial part = LocalAttention(qkv.q, before, block(k_cache), block(v_cache), first, pid_);
           Partial merged = Merge(Partial{v[3], v[1], v[2]}, part);
-          return std::vector<Value>{b_.Add(v[0], b_.I32(1)), merged.m, merged.l, merged.o,
-                                    v[4], v[5], v[6], v[7], v[8], v[9]};
+          return std::vector<Value>{b_.Add(v[0], b_.I32(1)), merged.m, merged.l, merged.o};
         });
-    return CachedResult{Combine(Partial{out[3], out[1], out[2]}), out[4], out[5]};
+    // Only the owner sees its own key: the others' query position is -1, before every key.
+    Value self_pos = b_.Reshape(b_.Select(owner, position, b_.I32(-1)), {1});
+    Partial self = LocalAttention(qkv.q, self_pos, qkv.k, qkv.v, slot, pid_);
+    return Combine(Merge(Partial{out[3], out[1], out[2]}, self));
   }
 
   // x + attention output projected by wo (each device its slice of the outputs, all-gathered).
-  Value AttentionResidual(const Value& x, const Value& attn, const std::string& n) {
-    return b_.Add(x, AllGather(Linear(attn, W(n + "wo")), 1));
+  Value AttentionResidual(const Value& x, const Value& attn, const Layer& w) {
+    return b_.Add(x, AllGather(Linear(attn, w.wo), 1));
   }
 
   // x + down(silu(gate(h)) * up(h)), h = the normalized x: each device computes its slice of
-  // the hidden features and a partial down projection; one all-reduce sums them.
-  Value Mlp(const Value& x, const std::string& n) {
+  // the hidden features and a partial down projection; one all-reduce sums them. silu(g) u is
+  // written g u / (1 + exp(-g)), ending in a division for the reason RmsNorm gives.
+  Value Mlp(const Value& x, const Layer& w) {
     const int64_t s = x.type.dims[0], f = c_.ffn / p_;
-    Value h = RmsNorm(x, W(n + "ffn_norm"));
-    Value gu = Linear(h, W(n + "wgu"));
+    Value h = RmsNorm(x, w.ffn_norm);
+    Value gu = Linear(h, w.wgu);
     Value gate = b_.Slice(gu, {0, 0}, {s, f});
     Value up = b_.Slice(gu, {0, f}, {s, 2 * f});
-    Value act = b_.Mul(b_.Mul(gate, b_.Unary("logistic", gate)), up);
-    return b_.Add(x, AllReduce(Linear(act, W(n + "wdown"))));
+    Value denom = b_.Add(b_.Splat(1.0, F32({s, f})), b_.Unary("exponential", b_.Unary("negate", gate)));
+    Value act = b_.Div(b_.Mul(gate, up), denom);
+    return b_.Add(x, AllReduce(Linear(act, w.wdown)));
   }
 
   struct Head {
@@ -371,26 +410,30 @@ absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& c, const ProgramShap
   // The caches start as zeros and receive each layer's keys and values in place (padding each
   // layer to the cache length and concatenating would hold a second cache in temporaries).
   const Type cache_type = F32({c.n_layers, 1, slots, c.n_kv_heads, c.head_dim});
-  Value k_cache = b.Splat(0.0, cache_type), v_cache = b.Splat(0.0, cache_type);
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    const std::string n = absl::StrCat("blk.", i, ".");
-    Emitter::Qkv qkv = e.Project(x, n, pos);
-    // This device's positions pid + P j of the prompt: [s / P, kv, hd].
-    auto mine = [&](const Value& a) {
-      Value r = b.Reshape(a, {s / p, p, c.n_kv_heads, c.head_dim});
-      Value zero = b.I32(0);
-      Value d = b.DynamicSlice(r, {zero, e.pid(), zero, zero}, {s / p, 1, c.n_kv_heads, c.head_dim});
-      return b.Reshape(d, {s / p, c.n_kv_heads, c.head_dim});
-    };
-    Value keys = mine(qkv.k), values = mine(qkv.v);
-    x = e.AttentionResidual(x, e.Attention(qkv.q, pos, keys, values), n);
-    x = e.Mlp(x, n);
-    for (auto [kv, cache] : {std::pair{keys, &k_cache}, std::pair{values, &v_cache}}) {
-      Value r = b.Reshape(kv, {1, 1, s / p, c.n_kv_heads, c.head_dim});
-      const Value zero = b.I32(0);
-      *cache = b.DynamicUpdateSlice(*cache, r, {b.I32(i), zero, zero, zero, zero});
-    }
-  }
+  std::vector<Value> state = e.ForLayers(
+      {x, b.Splat(0.0, cache_type), b.Splat(0.0, cache_type)},
+      [&](const Value& i, const std::vector<Value>& v) {
+        const Emitter::Layer w = e.LayerAt(i);
+        Emitter::Qkv qkv = e.Project(v[0], w, pos);
+        const Value zero = b.I32(0);
+        // This device's positions pid + P j of the prompt: [s / P, kv, hd].
+        auto mine = [&](const Value& a) {
+          Value r = b.Reshape(a, {s / p, p, c.n_kv_heads, c.head_dim});
+          Value d = b.DynamicSlice(r, {zero, e.pid(), zero, zero},
+                                   {s / p, 1, c.n_kv_heads, c.head_dim});
+          return b.Reshape(d, {s / p, c.n_kv_heads, c.head_dim});
+        };
+        Value keys = mine(qkv.k), values = mine(qkv.v);
+        Value x = e.AttentionResidual(v[0], e.Attention(qkv.q, pos, keys, values), w);
+        auto write = [&](const Value& cache, const Value& kv) {
+          Value r = b.Reshape(kv, {1, 1, s / p, c.n_kv_heads, c.head_dim});
+          return b.DynamicUpdateSlice(cache, r, {i, zero, zero, zero, zero});
+        };
+        return std::vector<Value>{e.Mlp(x, w), write(v[1], keys), write(v[2], values)};
+      });
+  x = state[0];
+  const Value& k_cache = state[1];
+  const Value& v_cache = state[2];
   Value last = b.DynamicSlice(x, {b.Sub(length, b.I32(1)), b.I32(0)}, {1, c.d_model});
   Emitter::Head head = e.Logits(last);
   std::vector<Value> results = {e.Leave(k_cache, caches[0]), e.Leave(v_cache, caches[1]),
@@ -425,31 +468,38 @@ absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape
 
   Value pos = b.Reshape(position, {1});
   Value x = e.Embed(b.Reshape(token, {1}));
-  // The token's key and value go to device position % P, slot position / P; every device
-  // rewrites that slot, the others with what it held.
+  // The token's key and value go to device position % P, slot position / P.
   Value slot = b.Binary("divide", position, b.I32(p));
   Value mine = b.Compare(b.Binary("remainder", position, b.I32(p)), e.pid(), "EQ");
   const Value zero = b.I32(0);
-  const std::vector<int64_t> one = {1, 1, 1, c.n_kv_heads, c.head_dim};
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    const std::string n = absl::StrCat("blk.", i, ".");
-    Emitter::Qkv qkv = e.Project(x, n, pos);
-    const Value layer = b.I32(i);
-    auto write = [&](Value& cache, const Value& kv) {
-      const std::vector<Value> at = {layer, zero, slot, zero, zero};
-      Value held = b.DynamicSlice(cache, at, one);
-      Value chosen = b.Select(b.Broadcast(mine, one, {}), b.Reshape(kv, one), held);
-      cache = b.DynamicUpdateSlice(cache, chosen, at);
-    };
-    write(k_cache, qkv.k);
-    write(v_cache, qkv.v);
-    Emitter::CachedResult attn =
-        e.CachedAttention(qkv.q, position, k_cache, v_cache, i, block / p);
-    k_cache = attn.k_cache;
-    v_cache = attn.v_cache;
-    x = e.AttentionResidual(x, attn.attention, n);
-    x = e.Mlp(x, n);
-  }
+  // The layers only read the caches; each layer's key and value for the token are collected
+  // and written after the loop, once per cache (a cache written inside the loop, where the
+  // attention also reads it, would be copied every layer).
+  const Type column = F32({c.n_layers, c.n_kv_heads, c.head_dim});
+  std::vector<Value> state = e.ForLayers(
+      {x, b.Splat(0.0, column), b.Splat(0.0, column)},
+      [&](const Value& i, const std::vector<Value>& v) {
+        const Emitter::Layer w = e.LayerAt(i);
+        Emitter::Qkv qkv = e.Project(v[0], w, pos);
+        Value attention =
+            e.CachedAttention(qkv, position, mine, slot, k_cache, v_cache, i, block / p);
+        Value x = e.Mlp(e.AttentionResidual(v[0], attention, w), w);
+        auto collect = [&](const Value& all, const Value& kv) {
+          return b.DynamicUpdateSlice(all, kv, {i, zero, zero});
+        };
+        return std::vector<Value>{x, collect(v[1], qkv.k), collect(v[2], qkv.v)};
+      });
+  x = state[0];
+  // Every device rewrites the token's slot in every layer, the others with what it held.
+  const std::vector<int64_t> one = {c.n_layers, 1, 1, c.n_kv_heads, c.head_dim};
+  auto write = [&](const Value& cache, const Value& column) {
+    const std::vector<Value> at = {zero, zero, slot, zero, zero};
+    Value held = b.DynamicSlice(cache, at, one);
+    Value chosen = b.Select(b.Broadcast(mine, one, {}), b.Reshape(column, one), held);
+    return b.DynamicUpdateSlice(cache, chosen, at);
+  };
+  k_cache = write(k_cache, state[1]);
+  v_cache = write(v_cache, state[2]);
   Emitter::Head head = e.Logits(x);
   std::vector<Value> results = {e.Leave(k_cache, caches[0]), e.Leave(v_cache, caches[1]),
                                 e.Leave(head.next_token, sig.outputs[2]),

@@ -12,19 +12,25 @@
 //
 //   decode(k_cache, v_cache, token s32[], position s32[], W...)
 //       -> (k_cache, v_cache, next_token, logits)
-//     Runs one token at `position`: writes its key and value there, attends to positions
-//     0..position. The caches are donated: parameters 0 and 1 alias outputs 0 and 1.
+//     Runs one token at `position`: attends to positions 0..position, then writes its key and
+//     value there. The caches are donated: parameters 0 and 1 alias outputs 0 and 1.
 //
-// W = WeightSpecs(config); caches = CacheSpecs(config, P, cache_len), position p at device
-// p % P, slot p / P. A decode step's attention is a loop (stablehlo.while) over blocks of
-// `block` positions (block / P slots per device) that stops after the block holding
-// `position`: a step costs what the filled positions cost, not the whole cache, and one
-// compiled decode program serves every position.
+// W = WeightSpecs(config) (the layers' weights stacked, layer first); caches =
+// CacheSpecs(config, P, cache_len), position p at device p % P, slot p / P. Each program is one
+// loop (stablehlo.while) over the layers that slices the layer's weights out of the stacked
+// ones, so its size and compile time do not grow with the layers. A decode step's attention is
+// a loop over blocks of `block` positions (block / P slots per device) that stops after the
+// block holding `position`: a step costs what the filled positions cost, not the whole cache,
+// and one compiled decode program serves every position. The cached positions before the
+// token are read in the layer loop, the token's own key and value join the softmax directly,
+// and every layer's new key and value are written into the caches once, after the loop (a
+// cache written inside the loop that also reads it would be copied every layer).
 //
 // Per layer and step the devices exchange: one all-gather of the q/k/v projections, one
 // all-gather of each device's partial attention (max, sum, weighted values, merged block by
 // block and then across devices exactly as in a single softmax), one all-gather of the output
-// projection and one all-reduce of the MLP. Plus one all-reduce for the embedding lookup and one all-gather of the argmax candidates.
+// projection and one all-reduce of the MLP. Plus one all-reduce for the embedding lookup and
+// one all-gather of the argmax candidates.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,6 @@
 
 #include <span>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/base/thread_pool.h"
@@ -38,25 +37,42 @@ absl::StatusOr<std::vector<ShardPiece>> ShardPieces(const GgufFile& file, const 
     pieces.push_back(*piece);
     return absl::OkStatus();
   };
-  const size_t dot = name.find('.', name.find('.') + 1);  // "blk.<i>." prefix
-  const std::string prefix = absl::StartsWith(name, "blk.") ? name.substr(0, dot + 1) : "";
-  const std::string field = name.substr(prefix.size());
+  // A stacked weight's shard is its per-layer pieces, layer after layer.
+  auto per_layer = [&](const auto& add_layer) -> absl::Status {
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+      SHARDRT_RETURN_IF_ERROR(add_layer(absl::StrCat("blk.", i, ".")));
+    }
+    return absl::OkStatus();
+  };
   if (name == "token_embd") {
     SHARDRT_RETURN_IF_ERROR(add(rows("token_embd.weight", c.vocab, true)));
-  } else if (name == "output_norm" || field == "attn_norm" || field == "ffn_norm") {
-    SHARDRT_RETURN_IF_ERROR(add(rows(name + ".weight", 1, false)));
-  } else if (field == "wqkv") {
-    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "attn_q.weight", c.q_dim(), true)));
-    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "attn_k.weight", c.kv_dim(), true)));
-    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "attn_v.weight", c.kv_dim(), true)));
-  } else if (field == "wo") {
-    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "attn_output.weight", c.d_model, true)));
-  } else if (field == "wgu") {
-    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "ffn_gate.weight", c.ffn, true)));
-    SHARDRT_RETURN_IF_ERROR(add(rows(prefix + "ffn_up.weight", c.ffn, true)));
-  } else if (field == "wdown") {
-    SHARDRT_ASSIGN_OR_RETURN(const GgufTensor* t, Tensor(file, prefix + "ffn_down.weight"));
-    pieces.push_back(ShardPiece{t, 0, c.d_model, d * c.ffn / p, (d + 1) * c.ffn / p});
+  } else if (name == "output_norm") {
+    SHARDRT_RETURN_IF_ERROR(add(rows("output_norm.weight", 1, false)));
+  } else if (name == "attn_norm" || name == "ffn_norm") {
+    SHARDRT_RETURN_IF_ERROR(per_layer([&](const std::string& blk) {
+      return add(rows(blk + name + ".weight", 1, false));
+    }));
+  } else if (name == "wqkv") {
+    SHARDRT_RETURN_IF_ERROR(per_layer([&](const std::string& blk) -> absl::Status {
+      SHARDRT_RETURN_IF_ERROR(add(rows(blk + "attn_q.weight", c.q_dim(), true)));
+      SHARDRT_RETURN_IF_ERROR(add(rows(blk + "attn_k.weight", c.kv_dim(), true)));
+      return add(rows(blk + "attn_v.weight", c.kv_dim(), true));
+    }));
+  } else if (name == "wo") {
+    SHARDRT_RETURN_IF_ERROR(per_layer([&](const std::string& blk) {
+      return add(rows(blk + "attn_output.weight", c.d_model, true));
+    }));
+  } else if (name == "wgu") {
+    SHARDRT_RETURN_IF_ERROR(per_layer([&](const std::string& blk) -> absl::Status {
+      SHARDRT_RETURN_IF_ERROR(add(rows(blk + "ffn_gate.weight", c.ffn, true)));
+      return add(rows(blk + "ffn_up.weight", c.ffn, true));
+    }));
+  } else if (name == "wdown") {
+    SHARDRT_RETURN_IF_ERROR(per_layer([&](const std::string& blk) -> absl::Status {
+      SHARDRT_ASSIGN_OR_RETURN(const GgufTensor* t, Tensor(file, blk + "ffn_down.weight"));
+      pieces.push_back(ShardPiece{t, 0, c.d_model, d * c.ffn / p, (d + 1) * c.ffn / p});
+      return absl::OkStatus();
+    }));
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown weight ", name));
   }

@@ -6,9 +6,10 @@
 // (the norms) is dequantized once and uploaded to each device. One weight's shards are in host
 // memory at a time, so the host never holds a full copy per device, nor all weights at once.
 //
-// Shards (rows are output features, GGUF's row order): token_embd rows by vocabulary; wqkv the
-// device's slices of attn_q, attn_k and attn_v rows, stacked; wo attn_output rows; wgu the
-// device's slices of ffn_gate and ffn_up rows, stacked; wdown ffn_down columns.
+// Shards (rows are output features, GGUF's row order): token_embd rows by vocabulary; per layer
+// (the layers' weights are stacked, layer after layer): wqkv the device's slices of attn_q,
+// attn_k and attn_v rows, stacked; wo attn_output rows; wgu the device's slices of ffn_gate and
+// ffn_up rows, stacked; wdown ffn_down columns.
 #pragma once
 
 #include <cstdint>
