@@ -699,6 +699,12 @@ absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(absl::string_view key
 // ---------------------------------------------------------------------------------------------
 // Tensors
 
+void GgufFile::ReleasePages() const {
+  if (data_ != nullptr) {
+    ::madvise(const_cast<std::byte*>(data_), size_, MADV_DONTNEED);
+  }
+}
+
 const GgufTensor* GgufFile::Find(absl::string_view name) const {
   const auto it = std::lower_bound(
       tensors_by_name_.begin(), tensors_by_name_.end(), name,

@@ -98,6 +98,12 @@ class GgufFile {
                                         int64_t row_end, int64_t col_begin, int64_t col_end,
                                         absl::Span<float> out) const;
 
+  // Hands the mapping's resident pages back to the system (the file is unchanged; the next
+  // read of a page maps it again from the page cache): for a loader that is done with the
+  // tensors it has read, so the file's pages do not add to the process's resident memory.
+  // Safe to call at any time, also while other threads read.
+  void ReleasePages() const;
+
  private:
   // A parsed metadata value. Its bytes stay in the mapping (validated by Open) and are decoded
   // by the getters, so a long array costs nothing until it is asked for.

@@ -3,8 +3,9 @@
 // Each weight of WeightSpecs(config) is placed with its sharding on the first `partitions`
 // default devices. Every device's shard is dequantized (to f32) from the file on the client's
 // pool, reading only the rows and columns that device holds, and uploaded; a replicated weight
-// (the norms) is dequantized once and uploaded to each device. One weight's shards are in host
-// memory at a time, so the host never holds a full copy per device, nor all weights at once.
+// (the norms) is dequantized once and uploaded to each device. A shard leaves host memory as
+// soon as its upload is done, so the host holds at most one shard per pool thread, never a
+// full copy per device, nor all weights at once.
 //
 // Shards (rows are output features, GGUF's row order): token_embd rows by vocabulary; per layer
 // (the layers' weights are stacked, layer after layer): wqkv the device's slices of attn_q,

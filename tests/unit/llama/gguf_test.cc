@@ -775,5 +775,22 @@ TEST(GgufModelTest, ConcurrentDequantizeMatchesSequential) {
   }
 }
 
+TEST(GgufModelTest, ReleasedPagesReadBackTheSameValues) {
+  const std::unique_ptr<GgufFile> file = OpenModel();
+  if (file == nullptr) GTEST_SKIP() << "no model file at '" << SHARDRT_MODEL_PATH << "'";
+  const GgufTensor& tensor = *file->Find("blk.7.ffn_up.weight");
+  const std::vector<float> before = Full(*file, tensor);
+  // Released while another thread reads: both reads, and the one after, see the file's values.
+  std::vector<float> during;
+  std::thread reader([&] { during = Full(*file, tensor); });
+  for (int i = 0; i < 20; ++i) file->ReleasePages();
+  reader.join();
+  file->ReleasePages();
+  const std::vector<float> after = Full(*file, tensor);
+  ASSERT_EQ(before.size(), after.size());
+  EXPECT_EQ(0, std::memcmp(before.data(), during.data(), before.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(before.data(), after.data(), before.size() * sizeof(float)));
+}
+
 }  // namespace
 }  // namespace shardrt::llama
