@@ -153,6 +153,12 @@ absl::StatusOr<std::vector<HostArray>> ComputationClient::TransferFromDevice(
   return shardrt::TransferFromDevice(pool_, data);
 }
 
+absl::Status ComputationClient::TransferFromDevice(absl::Span<const DataPtr> data,
+                                                   absl::Span<const std::span<std::byte>> into) {
+  SHARDRT_TRACE_SPAN("TransferFromDevice", "transfer");
+  return TransferFromDeviceInto(pool_, data, into);
+}
+
 DataPtr ComputationClient::CreateDataPlaceholder(std::shared_ptr<const DataLayout> layout) const {
   return Data::CreatePlaceholder(client_, std::move(layout));
 }

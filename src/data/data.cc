@@ -7,7 +7,7 @@
 
 namespace shardrt {
 
-Data::Data(std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout)
+Data::Data(Key, std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout)
     : client_(std::move(client)), layout_(std::move(layout)) {}
 
 absl::StatusOr<DataPtr> Data::Create(std::shared_ptr<pjrt::Client> client,
@@ -32,7 +32,7 @@ absl::StatusOr<DataPtr> Data::Create(std::shared_ptr<pjrt::Client> client,
 DataPtr Data::CreateUnchecked(std::shared_ptr<pjrt::Client> client,
                               std::shared_ptr<const DataLayout> layout,
                               std::shared_ptr<const ShardBuffers> buffers) {
-  DataPtr data(new Data(std::move(client), std::move(layout)));
+  DataPtr data = std::make_shared<Data>(Key{}, std::move(client), std::move(layout));
   data->buffers_ = std::move(buffers);
   data->state_.store(State::kReady, std::memory_order_release);
   return data;
@@ -40,7 +40,7 @@ DataPtr Data::CreateUnchecked(std::shared_ptr<pjrt::Client> client,
 
 DataPtr Data::CreatePlaceholder(std::shared_ptr<pjrt::Client> client,
                                 std::shared_ptr<const DataLayout> layout) {
-  return DataPtr(new Data(std::move(client), std::move(layout)));
+  return std::make_shared<Data>(Key{}, std::move(client), std::move(layout));
 }
 
 absl::Status Data::Usable() const {

@@ -40,4 +40,10 @@ namespace shardrt {
 [[nodiscard]] absl::StatusOr<std::vector<HostArray>> TransferFromDevice(
     ThreadPool* pool, std::span<const DataPtr> data);
 
+// As TransferFromDevice, into caller memory: into[i] receives data[i]'s global array
+// (row-major, exactly its byte size). Errors: InvalidArgument for a count or size mismatch or
+// null data; the data's own; the plugin's. On error the destinations may be partly written.
+[[nodiscard]] absl::Status TransferFromDeviceInto(ThreadPool* pool, std::span<const DataPtr> data,
+                                                  std::span<const std::span<std::byte>> into);
+
 }  // namespace shardrt

@@ -112,9 +112,16 @@ class ComputationClient {
   // Uploads per-device shards (padded shard shape, row-major) as one piece of data.
   [[nodiscard]] absl::StatusOr<DataPtr> TransferShardsToDevice(
       std::shared_ptr<const DataLayout> layout, absl::Span<const std::span<const std::byte>> shards);
-  // Downloads and assembles global host arrays.
+  // Downloads and assembles global host arrays (a new array each).
   [[nodiscard]] absl::StatusOr<std::vector<HostArray>> TransferFromDevice(
       absl::Span<const DataPtr> data);
+  // Downloads into caller memory: into[i] receives data[i]'s global array, row-major, and must
+  // be exactly its byte size. Shards that are contiguous runs of the array are copied straight
+  // into it; replicated data is read from one device. Blocks until done. Errors:
+  // InvalidArgument for a count or size mismatch or null data; the data's own (placeholder
+  // that failed, donated); the plugin's. On error the destinations may be partly written.
+  [[nodiscard]] absl::Status TransferFromDevice(absl::Span<const DataPtr> data,
+                                                absl::Span<const std::span<std::byte>> into);
 
   // A placeholder to be filled later by Data::Assign.
   DataPtr CreateDataPlaceholder(std::shared_ptr<const DataLayout> layout) const;

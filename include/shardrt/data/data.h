@@ -94,7 +94,16 @@ class Data {
   bool MarkDonated();
 
  private:
-  Data(std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout);
+  // Only Data's factories can make one (the constructor is public for std::make_shared, which
+  // allocates the data and its reference count together).
+  struct Key {
+    explicit Key() = default;
+  };
+
+ public:
+  Data(Key, std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout);
+
+ private:
   // Publishes `state`, wakes waiters and runs the OnReady callbacks (with mu_ released).
   void Complete(State state, std::unique_lock<std::mutex>& lock);
 

@@ -4,6 +4,7 @@
 #include <random>
 #include <thread>
 
+#include "gmock/gmock.h"
 #include "shardrt/base/metrics.h"
 #include "client_test_util.h"
 #include "shardrt/pjrt/executable.h"
@@ -425,6 +426,43 @@ TEST(TransferTest, RoundTripsForManyShardings) {
     ASSERT_TRUE(replicated.ok()) << text << ": " << replicated.status();
     EXPECT_EQ(Values<float>(Download(*client, *replicated)), x) << text;
   }
+}
+
+// TransferFromDevice into caller memory gives the same bytes as the allocating form for every
+// sharding kind (contiguous runs land in place, others through staging), writes nothing past
+// its destination, and refuses a destination of the wrong size or count before copying.
+TEST(TransferTest, DownloadsIntoCallerMemory) {
+  auto client = MakeClient();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> x(16 * 10);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) - 40.5f;
+  HostArray host = MakeArray(ElementType::kF32, {16, 10}, x);
+  for (const char* text : {"{devices=[8,1]<=[8]}", "{devices=[6,1]<=[6]}", "{devices=[1,8]<=[8]}",
+                           "{devices=[2,4]<=[8]}", "{replicated}", "{maximal device=3}",
+                           "{devices=[1,4,2]<=[8] last_tile_dim_replicate}"}) {
+    Sharding sharding = MustParse(text);
+    DataPtr data = Upload(*client, host, sharding, sharding.num_devices().value_or(8));
+    ASSERT_NE(data, nullptr) << text;
+    // Two guard values after the array must survive.
+    std::vector<float> dst(x.size() + 2, -1.0f);
+    std::span<std::byte> into = std::as_writable_bytes(std::span<float>(dst.data(), x.size()));
+    ASSERT_TRUE(client->TransferFromDevice({&data, 1}, {&into, 1}).ok()) << text;
+    EXPECT_EQ(std::vector<float>(dst.begin(), dst.begin() + x.size()), x) << text;
+    EXPECT_EQ(dst[x.size()], -1.0f) << text;
+    EXPECT_EQ(dst[x.size() + 1], -1.0f) << text;
+  }
+  DataPtr data = Upload(*client, host, MustParse("{devices=[8,1]<=[8]}"), 8);
+  std::vector<float> small(x.size() - 1);
+  std::span<std::byte> into = std::as_writable_bytes(std::span<float>(small));
+  absl::Status wrong_size = client->TransferFromDevice({&data, 1}, {&into, 1});
+  EXPECT_EQ(wrong_size.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(wrong_size.message()),
+              ::testing::HasSubstr("destination 0 has 636 bytes, f32[16,10] needs 640"));
+  absl::Status wrong_count = client->TransferFromDevice({&data, 1}, {});
+  EXPECT_EQ(wrong_count.code(), absl::StatusCode::kInvalidArgument);
+  DataPtr null_data;
+  EXPECT_EQ(client->TransferFromDevice({&null_data, 1}, {&into, 1}).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
