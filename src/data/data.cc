@@ -25,7 +25,8 @@ absl::StatusOr<DataPtr> Data::Create(std::shared_ptr<pjrt::Client> client,
     }
     shards->handles.push_back(buffers[i].handle());
   }
-  shards->buffers = std::move(buffers);
+  shards->buffers.assign(std::make_move_iterator(buffers.begin()),
+                         std::make_move_iterator(buffers.end()));
   return CreateUnchecked(std::move(client), std::move(layout), std::move(shards));
 }
 

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -31,8 +32,10 @@ using DataPtr = std::shared_ptr<Data>;
 // The buffers of one piece of data: buffers[i] lives on layout.devices[i]. Immutable once built
 // and shared between a placeholder and the data assigned into it.
 struct ShardBuffers {
-  std::vector<pjrt::Buffer> buffers;
-  std::vector<PJRT_Buffer*> handles;  // buffers[i].handle(), for building argument lists
+  // Inline for up to 8 devices: one allocation per piece of data, not three (an execution
+  // wraps every output of every call in one).
+  absl::InlinedVector<pjrt::Buffer, 8> buffers;
+  absl::InlinedVector<PJRT_Buffer*, 8> handles;  // buffers[i].handle(), for argument lists
 };
 
 class Data {
