@@ -66,6 +66,7 @@ cache::CompileCacheEntry EntryOf(const std::string& key, const std::string& name
     alias->set_parameter_index(a.parameter_index);
   }
   for (const pjrt::Device* d : sig.devices) e.add_device_ids(d->id);
+  e.set_collective_free(sig.collective_free);
   for (const ArrayShape& s : globals.parameters) *e.add_global_parameters() = ToProto(s);
   for (const ArrayShape& s : globals.results) *e.add_global_results() = ToProto(s);
   return e;
@@ -334,6 +335,7 @@ std::optional<ComputationPtr> ComputationClient::LoadPersistent(const std::strin
       SHARDRT_ASSIGN_OR_RETURN(const pjrt::Device* device, client_->DeviceById(id));
       sig.devices.push_back(device);
     }
+    sig.collective_free = entry->collective_free();
     SHARDRT_ASSIGN_OR_RETURN(std::vector<ArrayShape> global_parameters,
                              FromProto(entry->global_parameters()));
     SHARDRT_ASSIGN_OR_RETURN(std::vector<ArrayShape> global_results,

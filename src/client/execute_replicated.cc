@@ -162,7 +162,11 @@ absl::Status ComputationClient::BuildArgumentMatrix(const Computation& computati
 }
 
 // One PJRT Execute for every device; `outputs` receives devices x outputs new buffer handles.
-// Multi-device launches take one limiter slot per device until every device has finished.
+// Multi-device launches of a program that communicates take one limiter slot per device until
+// every device has finished (a part waiting at a collective holds a plugin thread; the limiter
+// keeps the parts in flight within the threads). A collective-free program's parts never wait
+// on each other, so its launches need neither the slots nor the completion events that free
+// them.
 absl::Status ComputationClient::Launch(const Computation& computation,
                                        const std::vector<PJRT_Buffer*>& matrix,
                                        const ExecuteReplicatedOptions& options,
@@ -179,7 +183,8 @@ absl::Status ComputationClient::Launch(const Computation& computation,
   }
   pjrt::ExecuteOptions exec_options;
   exec_options.non_donatable_input_indices = options.non_donatable_input_indices;
-  const bool limited = limiter_->enabled() && num_devices > 1;
+  const bool limited = limiter_->enabled() && num_devices > 1 &&
+                       !computation.executable().signature().collective_free;
   std::vector<pjrt::Event> completions;
   if (limited) {
     SHARDRT_TRACE_SPAN("InFlightWait", "client");

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "shardrt/base/metrics.h"
@@ -11,6 +12,24 @@
 
 namespace shardrt::pjrt {
 namespace {
+
+// Whether `module` has no instruction that communicates across devices (HLO opcode names; the
+// asynchronous forms start with the same names). A module without computations is not known to
+// be free of them.
+bool IsCollectiveFree(const xla::HloModuleProto& module) {
+  if (module.computations().empty()) return false;
+  static constexpr absl::string_view kCommunicating[] = {
+      "all-reduce", "all-gather", "all-to-all", "ragged-all-to-all", "collective-permute",
+      "collective-broadcast", "reduce-scatter", "send", "recv"};
+  for (const xla::HloComputationProto& computation : module.computations()) {
+    for (const xla::HloInstructionProto& instruction : computation.instructions()) {
+      for (absl::string_view op : kCommunicating) {
+        if (absl::StartsWith(instruction.opcode(), op)) return false;
+      }
+    }
+  }
+  return true;
+}
 
 Counter* IntrospectionCounter() {
   static Counter* const counter = GlobalMetrics().GetCounter(kExecutableIntrospection);
@@ -193,6 +212,7 @@ absl::Status LoadedExecutable::ReadSignature() {
       signature_.output_shardings[0] = SerializeSharding(out);
     }
   }
+  signature_.collective_free = IsCollectiveFree(module);
   for (const auto& entry : module.input_output_alias().entries()) {
     int64_t output = entry.output_shape_index().empty() ? 0 : entry.output_shape_index(0);
     signature_.aliases.push_back({output, entry.parameter_number()});

@@ -51,6 +51,10 @@ struct ExecutableSignature {
   std::vector<ParameterAlias> aliases;
   // Execution order of devices: argument_lists[i] feeds devices[i].
   std::vector<const Device*> devices;
+  // True when the optimized program has no cross-device communication (no collective, send or
+  // receive), so its device parts never wait on each other; false when it has some or when
+  // that is not known.
+  bool collective_free = false;
 };
 
 struct ExecuteOptions {

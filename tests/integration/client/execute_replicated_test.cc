@@ -56,6 +56,34 @@ TEST_F(ExecuteReplicatedTest, PartiallyReplicatedMatmulMatchesHost) {
   }
 }
 
+// Whether a compiled program communicates across devices is read from its optimized program:
+// an elementwise program does not (its launches skip the in-flight limiter and its completion
+// events); programs that reduce over their sharded dimension do (the partitioner inserts an
+// all-reduce that the source does not name). The collective-free one keeps giving the host's
+// answer over repeated launches.
+TEST_F(ExecuteReplicatedTest, KnowsWhichProgramsCommunicate) {
+  ComputationPtr add = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
+  ComputationPtr step = CompileTestProgram(*client_, "executor_step_allreduce.mlir", 8);
+  ComputationPtr sum = CompileTestProgram(*client_, "sharded_matmul_sum.mlir", 8);
+  ASSERT_NE(add, nullptr);
+  ASSERT_NE(step, nullptr);
+  ASSERT_NE(sum, nullptr);
+  EXPECT_TRUE(add->executable().signature().collective_free);
+  EXPECT_FALSE(step->executable().signature().collective_free);
+  EXPECT_FALSE(sum->executable().signature().collective_free);
+  std::vector<float> x(16 * 4);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
+  for (int call = 0; call < 20; ++call) {
+    DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x),
+                        add->parameter_layout(0)->sharding);
+    auto out = client_->ExecuteReplicated(*add, {dx});
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<float> y = Values<float>(Download(*client_, (*out)[0]));
+    ASSERT_EQ(y.size(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], x[i] + 1.0f);
+  }
+}
+
 TEST_F(ExecuteReplicatedTest, UnevenShardsAndTwoOutputsWithDifferentShardings) {
   ComputationPtr c = CompileTestProgram(*client_, "uneven_two_outputs.mlir", 4);
   ASSERT_NE(c, nullptr);

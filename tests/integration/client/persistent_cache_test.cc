@@ -327,6 +327,10 @@ TEST_F(PersistentCacheTest, MissThenHitAcrossRuntimesGivesTheSameOutputs) {
   for (size_t i = 0; i < loaded->num_outputs(); ++i) {
     EXPECT_EQ(loaded->output_layout(i)->ToString(), compiled->output_layout(i)->ToString());
   }
+  // int_ops reduces over its sharded dimension: the partitioner adds an all-reduce, and the
+  // loaded entry knows it too.
+  EXPECT_FALSE(compiled->executable().signature().collective_free);
+  EXPECT_FALSE(loaded->executable().signature().collective_free);
   loaded_out = RunIntOps(second->client(), loaded);
   EXPECT_EQ(loaded_out, compiled_out);
   // The same client again: its in-memory cache, not the directory.
