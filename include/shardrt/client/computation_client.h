@@ -42,9 +42,10 @@ struct ComputationClientOptions {
   // Threads of the client's own pool; 0: the number of cores.
   int num_threads = 0;
   // Device parts of multi-device executions allowed in flight; 0 (default): no bound. A
-  // multi-device launch takes one part per device until every device has finished it. The CPU
-  // plugin needs a bound of its worker-thread count, or programs with collectives can stall
-  // each other (Runtime sets it; see shardrt/runtime/runtime.h).
+  // multi-device launch of a program with collectives takes one part per device until every
+  // device has finished it (a program without any, per its compiled HLO, cannot stall and
+  // takes none). The CPU plugin needs a bound of its worker-thread count, or programs with
+  // collectives can stall each other (Runtime sets it; see shardrt/runtime/runtime.h).
   int64_t max_device_parts_in_flight = 0;
   // The persistent compile cache (shardrt/client/persistent_cache.h); off when its directory is
   // empty (default). A directory that cannot be used only costs the cache (counted in
