@@ -52,6 +52,17 @@ bool ShardsAreRuns(const ShardGeometry& g) {
   return true;
 }
 
+// As ShardsAreRuns for the shards a download reads: the first device of every tile.
+bool TilesAreRuns(const ShardGeometry& g) {
+  for (int64_t t = 0; t < g.num_tiles(); ++t) {
+    const int64_t d = g.tile_devices(t)[0];
+    if (!g.holds_data(d) || g.exact_shape(d) != g.shard_shape() || !ShardIsContiguous(g, d)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Byte offset of device d's shard origin in the row-major global array.
 int64_t ShardOffsetBytes(const ShardGeometry& g, int64_t d, int64_t element_bytes) {
   int64_t offset = 0, stride = element_bytes;
@@ -239,7 +250,7 @@ absl::Status TransferFromDeviceInto(ThreadPool* pool, std::span<const DataPtr> d
     }
     SHARDRT_ASSIGN_OR_RETURN(int64_t shard_elems, NumElements(layout.shard_dims));
     const size_t shard_bytes = static_cast<size_t>(shard_elems * elem);
-    const bool direct = ShardsAreRuns(g);
+    const bool direct = TilesAreRuns(g);
     if (!direct) staging[i].resize(layout.devices.size());
     for (int64_t t = 0; t < g.num_tiles(); ++t) {
       const int64_t d = g.tile_devices(t)[0];
