@@ -41,24 +41,24 @@ bool ShardIsContiguous(const ShardGeometry& g, int64_t d) {
   return true;
 }
 
-// True when every device's shard is a whole (unpadded) contiguous run of the global array, so
-// shards can move straight between device buffers and the global host array.
+// True when device d's shard is a whole (unpadded) contiguous run of the global array, so it
+// can move straight between its device buffer and the global host array.
+bool ShardIsRun(const ShardGeometry& g, int64_t d) {
+  return g.holds_data(d) && g.exact_shape(d) == g.shard_shape() && ShardIsContiguous(g, d);
+}
+
+// Whether every device's shard is a run (an upload writes every device).
 bool ShardsAreRuns(const ShardGeometry& g) {
   for (int64_t d = 0; d < g.num_devices(); ++d) {
-    if (!g.holds_data(d) || g.exact_shape(d) != g.shard_shape() || !ShardIsContiguous(g, d)) {
-      return false;
-    }
+    if (!ShardIsRun(g, d)) return false;
   }
   return true;
 }
 
-// As ShardsAreRuns for the shards a download reads: the first device of every tile.
+// Whether the shards a download reads, the first device of every tile, are runs.
 bool TilesAreRuns(const ShardGeometry& g) {
   for (int64_t t = 0; t < g.num_tiles(); ++t) {
-    const int64_t d = g.tile_devices(t)[0];
-    if (!g.holds_data(d) || g.exact_shape(d) != g.shard_shape() || !ShardIsContiguous(g, d)) {
-      return false;
-    }
+    if (!ShardIsRun(g, g.tile_devices(t)[0])) return false;
   }
   return true;
 }
