@@ -121,18 +121,14 @@ void Up(Point& p) {
   CheckOk(data.status(), "TransferToDevice");
 }
 
-// Raw downloads of `devices` shards of `data`'s buffers into `dst` (shard d at d * shard).
-void RawDown(Point& p, const DataPtr& data, int devices) {
+// Raw downloads of the first `devices` buffers of `data`, buffer d into dst + d * bytes, every
+// event awaited.
+void RawDownInto(const DataPtr& data, int devices, std::byte* dst, size_t bytes) {
   const ShardBuffers* buffers = data->buffers();
-  const size_t shard_bytes = static_cast<size_t>(p.shard_elements) * sizeof(float);
-  const size_t rep_bytes = static_cast<size_t>(p.elements) * sizeof(float);
-  const bool replicated = data == p.replicated;
   std::vector<pjrt::Event> events;
   events.reserve(devices);
   for (int d = 0; d < devices; ++d) {
-    std::byte* dst = replicated ? reinterpret_cast<std::byte*>(p.dst.data())
-                                : reinterpret_cast<std::byte*>(p.dst_padded.data()) + d * shard_bytes;
-    auto event = buffers->buffers[d].ToHost(dst, replicated ? rep_bytes : shard_bytes);
+    auto event = buffers->buffers[d].ToHost(dst + d * bytes, bytes);
     CheckOk(event.status(), "raw download");
     events.push_back(std::move(*event));
   }
@@ -141,20 +137,23 @@ void RawDown(Point& p, const DataPtr& data, int devices) {
   }
 }
 
+size_t ShardBytes(const Point& p) { return static_cast<size_t>(p.shard_elements) * sizeof(float); }
+
+// Every shard of the split array, into the padded destination prepared in advance.
+void RawDown(Point& p) {
+  RawDownInto(p.data, p.devices, reinterpret_cast<std::byte*>(p.dst_padded.data()), ShardBytes(p));
+}
+
+// One device's copy of the replicated array.
+void RawDownReplicated(Point& p) {
+  RawDownInto(p.replicated, 1, reinterpret_cast<std::byte*>(p.dst.data()),
+              static_cast<size_t>(p.elements) * sizeof(float));
+}
+
+// Every shard into a new zeroed array, as an API returning an owned array would.
 void RawDownNew(Point& p) {
-  std::vector<std::byte> fresh(static_cast<size_t>(p.shard_elements * p.devices) * sizeof(float));
-  const ShardBuffers* buffers = p.data->buffers();
-  const size_t shard_bytes = static_cast<size_t>(p.shard_elements) * sizeof(float);
-  std::vector<pjrt::Event> events;
-  events.reserve(p.devices);
-  for (int d = 0; d < p.devices; ++d) {
-    auto event = buffers->buffers[d].ToHost(fresh.data() + d * shard_bytes, shard_bytes);
-    CheckOk(event.status(), "raw download");
-    events.push_back(std::move(*event));
-  }
-  for (pjrt::Event& e : events) {
-    if (!e.empty()) CheckOk(e.Await(), "raw download done");
-  }
+  std::vector<std::byte> fresh(ShardBytes(p) * static_cast<size_t>(p.devices));
+  RawDownInto(p.data, p.devices, fresh.data(), ShardBytes(p));
 }
 
 void DownInto(Point& p, const DataPtr& data) {
@@ -226,13 +225,13 @@ int Main(int argc, char** argv) {
       std::vector<Arm> arms = {
           {"raw-up", RawUp},
           {"up", Up},
-          {"raw-down", [](Point& q) { RawDown(q, q.data, q.devices); }},
+          {"raw-down", RawDown},
           {"down-into", [](Point& q) { DownInto(q, q.data); }},
           {"raw-down-new", RawDownNew},
           {"down", Down},
       };
       if (d > 1) {
-        arms.push_back({"raw-down-rep", [](Point& q) { RawDown(q, q.replicated, 1); }});
+        arms.push_back({"raw-down-rep", RawDownReplicated});
         arms.push_back({"down-into-rep", [](Point& q) { DownInto(q, q.replicated); }});
       }
       if (!only.empty()) {
