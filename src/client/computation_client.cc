@@ -199,6 +199,10 @@ absl::StatusOr<ComputationClient::KeyedRequest> ComputationClient::Fingerprint(
 
 absl::StatusOr<bool> ComputationClient::IsCompiled(const CompileRequest& request) {
   SHARDRT_ASSIGN_OR_RETURN(KeyedRequest keyed, Fingerprint(request));
+  return IsCompiled(keyed);
+}
+
+bool ComputationClient::IsCompiled(const KeyedRequest& keyed) {
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
     if (compile_cache_.contains(keyed.key)) return true;
@@ -209,18 +213,23 @@ absl::StatusOr<bool> ComputationClient::IsCompiled(const CompileRequest& request
 
 absl::Status ComputationClient::Precompile(const CompileRequest& request) {
   if (persistent_cache_ == nullptr) return Compile(request).status();
-  SHARDRT_ASSIGN_OR_RETURN(bool compiled, IsCompiled(request));
-  if (compiled) return absl::OkStatus();
-  SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation, Compile(request));
+  SHARDRT_ASSIGN_OR_RETURN(KeyedRequest keyed, Fingerprint(request));
+  if (IsCompiled(keyed)) return absl::OkStatus();
+  SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation, Compile(request, std::move(keyed)));
   EvictCompiled(*computation);
   return absl::OkStatus();
 }
 
 absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& request) {
+  SHARDRT_ASSIGN_OR_RETURN(KeyedRequest keyed, Fingerprint(request));
+  return Compile(request, std::move(keyed));
+}
+
+absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& request,
+                                                          KeyedRequest keyed) {
   static Metric* const compile_time = GlobalMetrics().GetMetric(kCompileTime, MetricRepr::kTime);
   static Counter* const cached = CounterNamed(kCachedCompile);
   static Counter* const uncached = CounterNamed(kUncachedCompile);
-  SHARDRT_ASSIGN_OR_RETURN(KeyedRequest keyed, Fingerprint(request));
   const std::string& name = keyed.name;
   pjrt::CompileOptions& options = keyed.options;
   const std::string& key = keyed.key;

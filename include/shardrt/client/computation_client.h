@@ -187,6 +187,9 @@ class ComputationClient {
     std::string key;
   };
   absl::StatusOr<KeyedRequest> Fingerprint(const CompileRequest& request);
+  // IsCompiled and Compile of a request already fingerprinted (`keyed` is Fingerprint(request)).
+  bool IsCompiled(const KeyedRequest& keyed);
+  absl::StatusOr<ComputationPtr> Compile(const CompileRequest& request, KeyedRequest keyed);
   // The computation of persistent cache entry `key` (a hit), or nullopt (a miss, counted; a
   // corrupt entry is also discarded).
   std::optional<ComputationPtr> LoadPersistent(const std::string& name, const std::string& key);
