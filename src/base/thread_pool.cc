@@ -1,9 +1,12 @@
 #include "shardrt/base/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <latch>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,8 +30,26 @@ struct ThreadPool::Impl {
   Eigen::ThreadPool pool;
 };
 
-ThreadPool::ThreadPool(int num_threads)
-    : impl_(std::make_unique<Impl>(std::clamp(num_threads, 1, kMaxThreads))) {}
+namespace {
+
+// The CPUs this process may run on (its affinity mask), else the machine's.
+int AvailableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads) : ThreadPool(num_threads, AvailableCores()) {}
+
+ThreadPool::ThreadPool(int num_threads, int cores)
+    : impl_(std::make_unique<Impl>(std::clamp(num_threads, 1, kMaxThreads))),
+      cores_(std::max(cores, 1)) {}
 
 // Eigen's destructor lets the workers finish every queued task before they exit and are joined.
 ThreadPool::~ThreadPool() = default;
@@ -89,6 +110,7 @@ int NumBlocks(const ThreadPool* pool, int64_t n, double per_item_ns) {
   const double total_ns = static_cast<double>(n) * per_item_ns;
   if (total_ns < kParallelForInlineThresholdNs) return 1;
   const double blocks = std::min({static_cast<double>(pool->num_threads()) + 1.0,
+                                  static_cast<double>(pool->cores()),
                                   std::floor(total_ns / kParallelForMinBlockNs),
                                   static_cast<double>(n)});
   return blocks < 2.0 ? 1 : static_cast<int>(blocks);

@@ -30,8 +30,12 @@ namespace shardrt {
 class ThreadPool {
  public:
   // Starts `num_threads` workers. Values below 1 are treated as 1; values above
-  // kMaxThreads as kMaxThreads.
+  // kMaxThreads as kMaxThreads. ParallelFor uses at most as many threads at once (caller
+  // included) as the process may run on cores: the CPUs of its affinity mask.
   explicit ThreadPool(int num_threads);
+  // The same, but ParallelFor assumes `cores` cores (values below 1 are treated as 1), whatever
+  // the machine has: for tests, and for callers that reserve cores for other work.
+  ThreadPool(int num_threads, int cores);
   ~ThreadPool();
 
   ThreadPool(const ThreadPool&) = delete;
@@ -42,6 +46,9 @@ class ThreadPool {
 
   // The number of worker threads.
   int num_threads() const;
+
+  // The cores ParallelFor may keep busy at once, the caller's included (see the constructors).
+  int cores() const { return cores_; }
 
   // Queues `task` to run once on some worker, in no particular order relative to other tasks.
   // Never blocks for the task; if the chosen queue is full the task runs inline on the caller.
@@ -55,6 +62,7 @@ class ThreadPool {
  private:
   struct Impl;  // the Eigen pool, kept out of this header
   std::unique_ptr<Impl> impl_;
+  int cores_ = 1;
 };
 
 // The cost estimate that guides ParallelFor's split.
@@ -65,11 +73,12 @@ struct ParallelCost {
   double per_item_ns = 1000.0;
 };
 
-// Below this total estimated cost (n * per_item_ns) ParallelFor runs the body inline: a thread
-// hop costs a few microseconds.
-inline constexpr double kParallelForInlineThresholdNs = 20'000.0;
-// Each block carries at least this much estimated work, so that scheduling is amortized.
-inline constexpr double kParallelForMinBlockNs = 10'000.0;
+// Below this total estimated cost (n * per_item_ns) ParallelFor runs the body inline. Waking a
+// parked worker and handing it a block costs 5-20 us on a loaded machine, and a block's data
+// then lives in another core's cache; splitting pays only when each block saves clearly more.
+inline constexpr double kParallelForInlineThresholdNs = 50'000.0;
+// Each block carries at least this much estimated work, so that the hop is amortized.
+inline constexpr double kParallelForMinBlockNs = 25'000.0;
 
 // The body of a ParallelFor: processes items [begin, end). Must not throw.
 using ParallelForBody = absl::FunctionRef<absl::Status(int64_t begin, int64_t end)>;
@@ -80,8 +89,9 @@ using ParallelForBody = absl::FunctionRef<absl::Status(int64_t begin, int64_t en
 // The split: when `pool` is null or has one thread, when n * cost.per_item_ns is below
 // kParallelForInlineThresholdNs, or when the work does not fill two blocks of
 // kParallelForMinBlockNs, body(0, n) runs once on the calling thread. Otherwise the range is cut
-// into at most pool->num_threads() + 1 blocks of near-equal size; the caller runs blocks itself
-// while pool workers take the others.
+// into at most min(pool->num_threads() + 1, pool->cores()) blocks of near-equal size (more
+// threads than cores would only take turns); the caller runs blocks itself while pool workers
+// take the others.
 //
 // Errors: returns OK when every block returned OK. Otherwise returns the first non-OK status
 // recorded (the earliest to finish, not the lowest index); once an error is recorded, blocks

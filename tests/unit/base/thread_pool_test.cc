@@ -1,5 +1,7 @@
 #include "shardrt/base/thread_pool.h"
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <latch>
@@ -83,7 +85,7 @@ void ExpectCoversOnce(ThreadPool* pool, int64_t n, double per_item_ns) {
 }
 
 TEST(ParallelForTest, CoversEveryIndexExactlyOnce) {
-  ThreadPool pool(4);
+  ThreadPool pool(4, /*cores=*/8);
   for (int64_t n : {1, 2, 3, 5, 7, 16, 31, 100, 1000, 4097}) {
     for (double cost : {0.0, 1.0, 100.0, 3000.0, 10000.0, 1e6, 1e12}) {
       ExpectCoversOnce(&pool, n, cost);
@@ -156,7 +158,7 @@ TEST(ParallelForTest, SingleThreadPoolRunsInline) {
 }
 
 TEST(ParallelForTest, LargeWorkIsSplitIntoThreadsPlusOneBlocks) {
-  ThreadPool pool(3);
+  ThreadPool pool(3, /*cores=*/8);
   CallLog log;
   ASSERT_TRUE(ParallelFor(&pool, 400, ParallelCost{1e6}, [&](int64_t b, int64_t e) {
                 return log.Record(b, e);
@@ -166,13 +168,44 @@ TEST(ParallelForTest, LargeWorkIsSplitIntoThreadsPlusOneBlocks) {
 }
 
 TEST(ParallelForTest, BlocksAreAtLeastTheMinimumCost) {
-  ThreadPool pool(8);
+  ThreadPool pool(8, /*cores=*/16);
   CallLog log;
-  // 30 us of work in total: at most 3 blocks of >= 10 us.
-  ASSERT_TRUE(ParallelFor(&pool, 30, ParallelCost{1000.0}, [&](int64_t b, int64_t e) {
+  // 3 x kParallelForMinBlockNs of work in total: at most 3 blocks.
+  const int64_t n = static_cast<int64_t>(3 * kParallelForMinBlockNs / 1000.0);
+  ASSERT_TRUE(ParallelFor(&pool, n, ParallelCost{1000.0}, [&](int64_t b, int64_t e) {
                 return log.Record(b, e);
               }).ok());
   EXPECT_EQ(log.ranges.size(), 3u);
+}
+
+TEST(ParallelForTest, NoMoreBlocksThanCores) {
+  ThreadPool pool(8, /*cores=*/2);
+  EXPECT_EQ(pool.cores(), 2);
+  CallLog log;
+  ASSERT_TRUE(ParallelFor(&pool, 400, ParallelCost{1e6}, [&](int64_t b, int64_t e) {
+                return log.Record(b, e);
+              }).ok());
+  ASSERT_EQ(log.ranges.size(), 2u);  // the caller and one worker, 200 items each
+  for (const auto& [begin, end] : log.ranges) EXPECT_EQ(end - begin, 200);
+}
+
+TEST(ParallelForTest, OneCoreRunsInline) {
+  ThreadPool pool(4, /*cores=*/1);
+  CallLog log;
+  ASSERT_TRUE(ParallelFor(&pool, 400, ParallelCost{1e6}, [&](int64_t b, int64_t e) {
+                return log.Record(b, e);
+              }).ok());
+  ASSERT_EQ(log.ranges.size(), 1u);
+  EXPECT_EQ(log.threads[0], std::this_thread::get_id());
+}
+
+TEST(ThreadPoolTest, CoresDefaultToTheAffinityMask) {
+  ThreadPool pool(2);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(pool.cores(), CPU_COUNT(&set));
+  EXPECT_EQ(ThreadPool(2, 0).cores(), 1);
 }
 
 TEST(ParallelForTest, ReturnsTheErrorOfAFailingBlock) {
