@@ -3,7 +3,9 @@
 //   raw             the floor: one PJRT Execute on argument lists built once in advance;
 //                   outputs awaited and destroyed.
 //   shardrt         ComputationClient::ExecuteReplicated: sharded Data in, sharded Data out
-//                   (the client's own pool, ParallelFor by its cost model); outputs awaited.
+//                   (the client's own pool, ParallelFor by its cost model); outputs awaited,
+//                   then released together (Data::ReleaseAll; --shardrt-drop-each drops them
+//                   one at a time instead).
 //   shardrt-serial  the same with a one-thread pool, so every ParallelFor runs inline: what the
 //                   pool buys.
 //   prerefactor     the design ExecuteReplicated replaced (PyTorch/XLA before pytorch/xla#5737),
@@ -32,6 +34,7 @@
 //   build/bench/execute_bench --serve --devices D          the line protocol bench/run drives:
 //       setup K | run K ARM N | free K | info | threads | quit    (interleaves arms and peers)
 //   --raw-destroy-output-major                             raw frees outputs in [o][d] order
+//   --shardrt-drop-each                                    shardrt drops outputs one by one
 #include <benchmark/benchmark.h>
 
 #include <condition_variable>
@@ -231,6 +234,10 @@ class Runtime {
 // buffer on every device), the order in which destroying sharded outputs frees them, instead
 // of the device-major order the plugin returned them in. Shows what that order costs.
 bool raw_destroy_output_major = false;
+// --shardrt-drop-each: the shardrt arms drop their outputs one at a time (each output's buffers
+// on every device, output after output) instead of releasing them together with
+// Data::ReleaseAll, which frees them device by device as raw does.
+bool shardrt_drop_each = false;
 
 enum class Arm { kRaw, kShardrt, kSerial, kPrerefactor };
 constexpr Arm kArms[] = {Arm::kRaw, Arm::kShardrt, Arm::kSerial, Arm::kPrerefactor};
@@ -450,6 +457,7 @@ class Case {
     CheckOk(out.status(), "ExecuteReplicated");
     const ShardBuffers* first = (*out)[0]->buffers();
     for (const pjrt::Buffer& b : first->buffers) CheckOk(b.ReadyEvent()->Await(), "await");
+    if (!shardrt_drop_each) Data::ReleaseAll(*out);
   }
 
   void RunPrerefactor() {
@@ -580,6 +588,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--serve") == 0) serve = true;
     if (std::strcmp(argv[i], "--devices") == 0 && i + 1 < argc) devices = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--raw-destroy-output-major") == 0) raw_destroy_output_major = true;
+    if (std::strcmp(argv[i], "--shardrt-drop-each") == 0) shardrt_drop_each = true;
   }
   if (serve) {
     return ServeLoop([&](const std::vector<std::string>& w, std::string& fields) {

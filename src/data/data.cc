@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -141,6 +142,33 @@ void Data::OnReady(absl::AnyInvocable<void(absl::Status) &&> done) {
 bool Data::MarkDonated() {
   State expected = State::kReady;
   return state_.compare_exchange_strong(expected, State::kDonated, std::memory_order_acq_rel);
+}
+
+void Data::ReleaseAll(std::vector<DataPtr>& data) {
+  std::vector<std::shared_ptr<const ShardBuffers>> shards;
+  shards.reserve(data.size());
+  for (DataPtr& d : data) {
+    // buffers_ is written once, before the state leaves kPending; a pending placeholder has
+    // none, and one that is being assigned now keeps its buffers (they are dropped with it).
+    if (d != nullptr && d->state() != State::kPending && d->buffers_ != nullptr) {
+      shards.push_back(d->buffers_);
+    }
+    d.reset();
+  }
+  data.clear();
+  // Only this vector references these now: nobody can take a new reference.
+  std::erase_if(shards, [](const std::shared_ptr<const ShardBuffers>& s) {
+    return s.use_count() != 1;
+  });
+  size_t devices = 0;
+  for (const auto& s : shards) devices = std::max(devices, s->buffers.size());
+  for (size_t i = 0; i < devices; ++i) {
+    for (const auto& s : shards) {
+      // The ShardBuffers were created mutable (make_shared<ShardBuffers>) and are now owned by
+      // `s` alone, so resetting one of their buffers in place is safe.
+      if (i < s->buffers.size()) const_cast<pjrt::Buffer&>(s->buffers[i]).Reset();
+    }
+  }
 }
 
 }  // namespace shardrt

@@ -261,6 +261,48 @@ TEST_F(ExecuteReplicatedTest, PlaceholdersAreFilledByAssign) {
   EXPECT_EQ(failed->Await().message(), "step 3 failed");
 }
 
+TEST_F(ExecuteReplicatedTest, ReleaseAllDropsEverythingAndSparesWhatOthersHold) {
+  ComputationPtr c = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  const Sharding rows = MustParse("{devices=[8,1]<=[8]}");
+  std::vector<float> x = RandomFloats(64, 8);
+  std::vector<DataPtr> outputs;
+  for (int i = 0; i < 4; ++i) {
+    DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x), rows);
+    auto out = client_->ExecuteReplicated(*c, {dx});
+    ASSERT_TRUE(out.ok()) << out.status();
+    outputs.push_back((*out)[0]);
+  }
+  DataPtr also_held = outputs[1];                          // another reference to the same data
+  DataPtr filled = client_->CreateDataPlaceholder(c->output_layout(0));
+  ASSERT_TRUE(filled->Assign(*outputs[2]).ok());           // shares output 2's buffers
+  DataPtr donated = outputs[3];
+  ASSERT_TRUE(client_->ExecuteReplicated(*c, {donated}).ok());  // output 3 is spent
+  outputs.push_back(nullptr);
+  outputs.push_back(client_->CreateDataPlaceholder(c->output_layout(0)));  // still pending
+  std::vector<std::weak_ptr<Data>> watched(outputs.begin(), outputs.end());
+  donated.reset();
+
+  Data::ReleaseAll(outputs);
+  EXPECT_TRUE(outputs.empty());
+  EXPECT_TRUE(watched[0].expired());
+  EXPECT_FALSE(watched[1].expired());
+  EXPECT_TRUE(watched[2].expired());
+  EXPECT_TRUE(watched[3].expired());
+  EXPECT_TRUE(watched[5].expired());
+  // What others hold still computes.
+  std::vector<float> y = Values<float>(Download(*client_, also_held));
+  std::vector<float> z = Values<float>(Download(*client_, filled));
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_FLOAT_EQ(y[i], x[i] + 1);
+    EXPECT_FLOAT_EQ(z[i], x[i] + 1);
+  }
+  auto next = client_->ExecuteReplicated(*c, {filled});
+  ASSERT_TRUE(next.ok()) << next.status();
+  std::vector<float> w = Values<float>(Download(*client_, (*next)[0]));
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(w[i], x[i] + 2);
+}
+
 TEST_F(ExecuteReplicatedTest, DonatedInputIsUnusableAfterwards) {
   ComputationPtr c = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
   ASSERT_NE(c, nullptr);
