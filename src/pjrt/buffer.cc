@@ -121,4 +121,31 @@ bool Buffer::IsDeleted() const {
   return args.is_deleted;
 }
 
+absl::StatusOr<void*> Buffer::HostPointer() const {
+  if (buffer_ == nullptr) return absl::FailedPreconditionError("HostPointer: empty buffer");
+  SHARDRT_PJRT_ARGS(PJRT_Buffer_GetMemoryLayout_Args, layout_args);
+  layout_args.buffer = buffer_;
+  SHARDRT_RETURN_IF_ERROR(SHARDRT_PJRT_CALL(api_, PJRT_Buffer_GetMemoryLayout, &layout_args));
+  const PJRT_Buffer_MemoryLayout& layout = layout_args.layout;
+  bool row_major = layout.type == PJRT_Buffer_MemoryLayout_Type_Tiled && layout.tiled.num_tiles == 0;
+  if (row_major) {
+    const size_t rank = layout.tiled.minor_to_major_size;
+    for (size_t i = 0; i < rank; ++i) {
+      // Row-major: the most minor physical dim is the last logical one.
+      row_major &= layout.tiled.minor_to_major[i] == static_cast<int64_t>(rank - 1 - i);
+    }
+  }
+  if (!row_major) {
+    return absl::FailedPreconditionError(
+        "HostPointer: the buffer is not laid out dense row-major on its device");
+  }
+  if (api_->PJRT_Buffer_UnsafePointer == nullptr) {
+    return absl::FailedPreconditionError("HostPointer: the plugin gives no buffer pointers");
+  }
+  SHARDRT_PJRT_ARGS(PJRT_Buffer_UnsafePointer_Args, args);
+  args.buffer = buffer_;
+  SHARDRT_RETURN_IF_ERROR(SHARDRT_PJRT_CALL(api_, PJRT_Buffer_UnsafePointer, &args));
+  return reinterpret_cast<void*>(args.buffer_pointer);
+}
+
 }  // namespace shardrt::pjrt

@@ -71,6 +71,14 @@ class Buffer {
   // True when the buffer was deleted or donated to an execution.
   bool IsDeleted() const;
 
+  // Where the buffer's bytes are, when the caller's process can read them in place: on the CPU
+  // plugin a device buffer is host memory. Only for dense row-major buffers (the default
+  // layout): the pointer addresses exactly the bytes ToHost would copy. The memory belongs to
+  // the buffer: valid while the buffer lives and is not donated; reading it before ReadyEvent
+  // fires reads garbage. Errors: FailedPrecondition for a buffer that is not laid out row-major
+  // or whose plugin gives no pointer; the plugin's.
+  [[nodiscard]] absl::StatusOr<void*> HostPointer() const;
+
   // The handle (borrowed; null when empty).
   PJRT_Buffer* handle() const { return buffer_; }
   bool empty() const { return buffer_ == nullptr; }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Makes the Python package's virtual environment bindings/python/.venv from
+# bindings/python/requirements.txt (pinned versions; remade only when they change) and installs
+# shardrt into it with `pip install .` (the CMake build is kept in build/python/, so a rebuild
+# after a change is incremental). Needs scripts/bootstrap.sh's packages and .cache/ (the pinned
+# plugin wheel). Idempotent. Prints the environment's python.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+venv=bindings/python/.venv
+stamp="$venv/.requirements"
+exec 9>bindings/python/.venv.lock
+flock 9
+if ! [ -x "$venv/bin/python" ] || ! [ -f "$stamp" ] || ! cmp -s "$stamp" bindings/python/requirements.txt; then
+  echo "setup_venv: making $venv" >&2
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+    -r bindings/python/requirements.txt
+  cp bindings/python/requirements.txt "$stamp"
+fi
+wheel=$(ls .cache/wheels/xla_cpu_pjrt-0.0.1-*.whl)
+if ! "$venv/bin/python" -c "import xla_plugins.xla_cpu_pjrt" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel"
+fi
+echo "setup_venv: pip install . (build in build/python/)" >&2
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+echo "$venv/bin/python"
