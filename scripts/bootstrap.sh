@@ -10,7 +10,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-dev
   libabsl-dev libprotobuf-dev protobuf-compiler libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libssl-dev
-  python3 python3-pip python3-venv unzip ca-certificates curl
+  python3 python3-dev python3-pip python3-venv unzip ca-certificates curl
 )
 WHEEL_NAME=xla-cpu-pjrt
 WHEEL_VERSION=0.0.1

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Set up, build, and run the whole test suite: unit and integration tests (real CPU plugin,
 # 8 devices) and the model tests (SmolLM2-135M against the gguf package, Hugging Face tokenizers
-# and a NumPy reference, in tests/.venv) through CTest, the integration tests again under AddressSanitizer and
-# ThreadSanitizer, then every fuzz target (fuzz/*_fuzz.cc) for a bounded time each
-# (SHARDRT_FUZZ_SECONDS, default 15 s).
+# and a NumPy reference, in tests/.venv) through CTest; the Python package (pip install . into
+# bindings/python/.venv, then its pytest suite: NumPy references, JAX interop); the integration
+# tests again under AddressSanitizer and ThreadSanitizer, then every fuzz target
+# (fuzz/*_fuzz.cc) for a bounded time each (SHARDRT_FUZZ_SECONDS, default 15 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -13,6 +14,8 @@ tests/model/setup_venv.sh  # the model tests' references (gguf, tokenizers, NumP
 export SHARDRT_COMPILE_CACHE="$PWD/build/test-compile-cache"
 rm -rf "$SHARDRT_COMPILE_CACHE"
 ctest --test-dir build --output-on-failure -j 2 --timeout 900
+python="$(bindings/python/setup_venv.sh)"  # pinned build and test requirements, pip install .
+"$python" -m pytest -q -p no:cacheprovider bindings/python
 scripts/sanitize.sh address thread
 fuzz_targets="$(scripts/fuzz.sh --list)"
 for target in $fuzz_targets; do

@@ -8,6 +8,7 @@ Rules:
   2. Public headers (include/shardrt/) include only public headers ("shardrt/...").
   3. Only src/pjrt/ includes the plugin's pjrt_c_api.h, and only src/ includes generated
      protobuf headers (*.pb.h).
+  4. The bindings (bindings/) sit on top and use the library through its public headers only.
 Prints every violation as FILE:LINE: message and exits 1 if there is one.
 """
 import os
@@ -66,6 +67,22 @@ def main(root):
                 if RANKS[target] > RANKS[layer] or (RANKS[target] == RANKS[layer]):
                     problems.append(f"{where}: layer {layer} includes {inc} from layer {target}"
                                     " (imports must point down)")
+    for dirpath, _, names in os.walk(os.path.join(root, "bindings")):
+        if ".venv" in dirpath.split(os.sep):
+            continue
+        for name in sorted(names):
+            if not name.endswith((".h", ".cc")):
+                continue
+            path = os.path.join(dirpath, name)
+            files.append(path)
+            with open(path, encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    m = INCLUDE.match(line)
+                    if m and (m.group(1) == "pjrt_c_api.h" or m.group(1).endswith(".pb.h") or
+                              (layer_of_include(m.group(1)) is not None and
+                               not m.group(1).startswith("shardrt/"))):
+                        problems.append(f"{os.path.relpath(path, root)}:{number}: the bindings "
+                                        f"include \"{m.group(1)}\"; they use public headers only")
     for p in problems:
         print(p)
     print(f"check_layering: {len(files)} files, {len(problems)} problem(s)")
