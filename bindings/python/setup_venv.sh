@@ -23,5 +23,6 @@ if ! "$venv/bin/python" -c "import xla_plugins.xla_cpu_pjrt" 2>/dev/null; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel"
 fi
 echo "setup_venv: pip install . (build in build/python/)" >&2
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+  --config-settings=build-dir=build/python .
 echo "$venv/bin/python"
