@@ -148,4 +148,16 @@ absl::StatusOr<void*> Buffer::HostPointer() const {
   return reinterpret_cast<void*>(args.buffer_pointer);
 }
 
+absl::Status Buffer::AcquireExternalReference() const {
+  SHARDRT_PJRT_ARGS(PJRT_Buffer_IncreaseExternalReferenceCount_Args, args);
+  args.buffer = buffer_;
+  return SHARDRT_PJRT_CALL(api_, PJRT_Buffer_IncreaseExternalReferenceCount, &args);
+}
+
+absl::Status Buffer::ReleaseExternalReference() const {
+  SHARDRT_PJRT_ARGS(PJRT_Buffer_DecreaseExternalReferenceCount_Args, args);
+  args.buffer = buffer_;
+  return SHARDRT_PJRT_CALL(api_, PJRT_Buffer_DecreaseExternalReferenceCount, &args);
+}
+
 }  // namespace shardrt::pjrt

@@ -78,6 +78,12 @@ class Buffer {
   // fires reads garbage. Errors: FailedPrecondition for a buffer that is not laid out row-major
   // or whose plugin gives no pointer; the plugin's.
   [[nodiscard]] absl::StatusOr<void*> HostPointer() const;
+  // Counts a user of HostPointer's memory outside PJRT (a DLPack view): while the count is
+  // above zero the plugin keeps that memory for this buffer (the CPU plugin's executions copy
+  // a donated argument instead of reusing it). Every Acquire needs one Release, while the
+  // buffer lives. Errors: the plugin's.
+  [[nodiscard]] absl::Status AcquireExternalReference() const;
+  [[nodiscard]] absl::Status ReleaseExternalReference() const;
 
   // The handle (borrowed; null when empty).
   PJRT_Buffer* handle() const { return buffer_; }

@@ -303,6 +303,38 @@ TEST_F(ExecuteReplicatedTest, ReleaseAllDropsEverythingAndSparesWhatOthersHold) 
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(w[i], x[i] + 2);
 }
 
+TEST_F(ExecuteReplicatedTest, HostPointersReadShardsInPlaceAndOutsideReferencesKeepTheMemory) {
+  ComputationPtr c = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  std::vector<float> x = RandomFloats(64, 9);
+  DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x),
+                      MustParse("{devices=[8,1]<=[8]}"));
+  const pjrt::Buffer& shard3 = dx->buffers()->buffers[3];
+  ASSERT_TRUE(shard3.ReadyEvent()->Await().ok());
+  absl::StatusOr<void*> pointer = shard3.HostPointer();
+  ASSERT_TRUE(pointer.ok()) << pointer.status();
+  // Device 3 holds rows 6 and 7: elements 24..31, in place.
+  std::vector<float> in_place(8);
+  std::memcpy(in_place.data(), *pointer, 8 * sizeof(float));
+  EXPECT_EQ(in_place, std::vector<float>(x.begin() + 24, x.begin() + 32));
+
+  // While an outside user holds the memory, the plugin does not hand it to the execution: the
+  // call copies instead, and the memory keeps the argument's values for as long as the
+  // reference is held (shardrt still treats the argument as spent).
+  ASSERT_TRUE(shard3.AcquireExternalReference().ok());
+  auto out = client_->ExecuteReplicated(*c, {dx});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(dx->state(), Data::State::kDonated);
+  EXPECT_FALSE(shard3.IsDeleted());
+  std::vector<float> y = Values<float>(Download(*client_, (*out)[0]));
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], x[i] + 1);
+  auto next = client_->ExecuteReplicated(*c, {(*out)[0]});  // reuses freed memory, if any
+  ASSERT_TRUE(next.ok()) << next.status();
+  std::memcpy(in_place.data(), *pointer, 8 * sizeof(float));
+  EXPECT_EQ(in_place, std::vector<float>(x.begin() + 24, x.begin() + 32));
+  ASSERT_TRUE(shard3.ReleaseExternalReference().ok());
+}
+
 TEST_F(ExecuteReplicatedTest, DonatedInputIsUnusableAfterwards) {
   ComputationPtr c = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
   ASSERT_NE(c, nullptr);
