@@ -5,6 +5,7 @@
 #include <atomic>
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/status_macros.h"
 #include "client/execution_limiter.h"
@@ -106,6 +107,9 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
   {
     SHARDRT_TRACE_SPAN("ArgumentPlumbing", "client");
     SHARDRT_RETURN_IF_ERROR(BuildArgumentMatrix(computation, args, matrix));
+    if (!computation.donated_parameters().empty()) {
+      SHARDRT_RETURN_IF_ERROR(CheckDonatedOnce(computation, matrix, options));
+    }
   }
   std::vector<PJRT_Buffer*> outputs;
   {
@@ -161,6 +165,32 @@ absl::Status ComputationClient::BuildArgumentMatrix(const Computation& computati
         }
         return absl::OkStatus();
       });
+}
+
+// A donated argument must not also be passed as another argument: the CPU plugin fails some
+// devices' parts of such a launch and then never completes a later execution. Arguments are
+// the same data when their first-device buffers are (a placeholder shares its source's).
+absl::Status ComputationClient::CheckDonatedOnce(const Computation& computation,
+                                                 const std::vector<PJRT_Buffer*>& matrix,
+                                                 const ExecuteReplicatedOptions& options) {
+  absl::flat_hash_map<PJRT_Buffer*, int64_t> donated;
+  for (int64_t p : computation.donated_parameters()) {
+    bool kept = false;
+    for (int64_t n : options.non_donatable_input_indices) kept |= (n == p);
+    if (!kept) donated.emplace(matrix[p], p);
+  }
+  if (donated.empty()) return absl::OkStatus();
+  // Row 0 of the matrix: every argument's first-device buffer.
+  for (size_t i = 0; i < computation.num_parameters(); ++i) {
+    auto it = donated.find(matrix[i]);
+    if (it != donated.end() && it->second != static_cast<int64_t>(i)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          computation.name(), ": argument ", it->second,
+          " would be donated but is also argument ", i,
+          "; pass another copy, or keep it (non_donatable_input_indices)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // One PJRT Execute for every device; `outputs` receives devices x outputs new buffer handles.

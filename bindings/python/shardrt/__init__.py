@@ -125,7 +125,8 @@ class Mesh:
         """The sharding of an array of rank len(spec) laid out by the partition spec `spec`: per
         array dim None (not split), an axis name, or a tuple of axis names (major to minor), as
         JAX's PartitionSpec (a jax.sharding.PartitionSpec may be passed as the only argument)."""
-        if len(spec) == 1 and isinstance(spec[0], tuple) and type(spec[0]).__name__ == "PartitionSpec":
+        # jax.sharding.PartitionSpec is no tuple in recent JAX (its class is jax.P, aliased).
+        if len(spec) == 1 and type(spec[0]).__name__ in ("PartitionSpec", "P"):
             spec = tuple(spec[0])
         dims: list[list[str]] = []
         for entry in spec:
@@ -154,12 +155,36 @@ def _as_sharding(sharding: Sharding | str | None) -> Sharding:
 def _host_array(array: Any) -> np.ndarray:
     """`array` as a C-contiguous NumPy array: no copy when it already is one."""
     a = np.asarray(array)
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))  # e.g. big-endian '>f4': the same values
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     return a
 
 
-_PARTITIONS = re.compile(rb"mhlo\.num_partitions\s*=\s*(\d+)")
+def _raw(a: np.ndarray) -> np.ndarray:
+    """`a` as the extension can read it: bfloat16 (which neither DLPack nor the buffer protocol
+    of NumPy export) as its uint16 bits, a view; the element type travels as _type_name(a)."""
+    return a.view(np.uint16) if _type_name(a.dtype) == "bf16" else a
+
+
+# mhlo.num_partitions = N as MLIR text reads: string literals and `//` comments are skipped
+# (they are matched whole, so a count inside them is never taken), any run of whitespace.
+_PARTITIONS = re.compile(
+    rb'"[^"\\]*(?:\\.[^"\\]*)*"|//[^\n]*|mhlo\.num_partitions\s*=\s*(\d+)')
+
+
+def _declared_partitions(data: bytes) -> int | None:
+    """The mhlo.num_partitions the text program `data` declares, None when it declares none,
+    is MLIR bytecode, or declares a count that is no int64 (the library's compile then says
+    what is wrong with it)."""
+    if data.startswith(b"ML\xefR"):
+        return None
+    for m in _PARTITIONS.finditer(data):
+        if m.group(1) is not None:
+            count = int(m.group(1)) if len(m.group(1)) <= 19 else 1 << 63
+            return count if count < 1 << 63 else None
+    return None
 
 
 def _program(program: Any) -> tuple[bytes, int | None, str | None]:
@@ -179,8 +204,7 @@ def _program(program: Any) -> tuple[bytes, int | None, str | None]:
         raise TypeError(
             "compile takes StableHLO text (str), MLIR bytecode or text (bytes), a JAX Lowered "
             f"or a jax.export.Exported, not {type(program).__name__}")
-    m = _PARTITIONS.search(data[:1 << 20])
-    return data, (int(m.group(1)) if m else None), None
+    return data, _declared_partitions(data), None
 
 
 class Runtime:
@@ -238,7 +262,7 @@ class Runtime:
         needs). Only each device's shard travels; a C-contiguous NumPy array goes up from its
         own memory, without a host copy."""
         a = _host_array(array)
-        return _shardrt._put(self._rt, a, _as_sharding(sharding),
+        return _shardrt._put(self._rt, _raw(a), _as_sharding(sharding),
                              None if devices is None else list(devices), _type_name(a.dtype))
 
     def put_shards(self, shards: Sequence[Any], shape: Sequence[int],
@@ -247,7 +271,9 @@ class Runtime:
         shard shape, in the devices' order), e.g. DLPack tensors of another framework."""
         parts = [s if hasattr(s, "__dlpack__") and not isinstance(s, np.ndarray)
                  else _host_array(s) for s in shards]
-        type_name = _type_name(parts[0].dtype) if isinstance(parts[0], np.ndarray) else None
+        type_name = (_type_name(parts[0].dtype)
+                     if parts and isinstance(parts[0], np.ndarray) else None)
+        parts = [_raw(p) if isinstance(p, np.ndarray) else p for p in parts]
         return _shardrt._put_shards(self._rt, parts, tuple(int(d) for d in shape),
                                     _as_sharding(sharding),
                                     None if devices is None else list(devices), type_name)
@@ -305,14 +331,15 @@ class Runtime:
 
 
 def metrics() -> dict[str, Any]:
-    """Every metric and counter (PyTorch/XLA style: ExecuteReplicatedTime, TransferToDeviceTime,
-    CompileTime, ... with their samples' statistics) as a dict."""
+    """Every metric and counter, PyTorch/XLA style, as {"metrics": {name: statistics of its
+    samples}, "counters": {name: value}}: e.g. metrics()["metrics"]["ExecuteReplicatedTime"]."""
     return json.loads(_shardrt.metrics_json())
 
 
 def release(arrays: Sequence[Array]) -> None:
-    """Drops these references together: buffers nothing else holds are freed device by device,
-    the order the plugin frees fastest (for the outputs of one call with many outputs)."""
+    """Deletes these arrays together (each as Array.delete(): using one afterwards is a
+    ValueError). Buffers nothing else holds are freed device by device, the order the plugin
+    frees fastest: for dropping the outputs of a call with many outputs at once."""
     _shardrt._release_all(list(arrays))
 
 
@@ -327,7 +354,16 @@ def _array_array(self: Array, dtype: Any = None, copy: bool | None = None) -> np
 
 
 def _array_to_numpy(self: Array) -> np.ndarray:
+    """Downloads the global array as a new NumPy array (waits for placeholders)."""
     a = _to_numpy(self)
+    if self.type_name == "bf16":
+        return a.view(_bfloat16())
+    return a
+
+
+def _shard_to_numpy(self: Shard) -> np.ndarray:
+    """Downloads the shard's buffer (padded) as a new NumPy array."""
+    a = _shard_to_numpy_raw(self)
     if self.type_name == "bf16":
         return a.view(_bfloat16())
     return a
@@ -338,3 +374,6 @@ Array.dtype = property(_array_dtype, doc="The NumPy dtype of the elements.")
 Array.ndim = property(lambda self: len(self.shape))
 Array.to_numpy = _array_to_numpy
 Array.__array__ = _array_array
+
+_shard_to_numpy_raw = Shard.to_numpy
+Shard.to_numpy = _shard_to_numpy

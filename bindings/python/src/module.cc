@@ -17,8 +17,11 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -140,6 +143,41 @@ nb::object NumpyOwning(std::unique_ptr<std::byte[]> bytes, ElementType type,
   return nb::cast(array, nb::rv_policy::reference);
 }
 
+// Waits until every buffer of `data` (computed, not a pending placeholder) is ready on its
+// device, at most until `deadline`: then DeadlineExceeded naming the data. PJRT events have no
+// timed wait, so each reports through a callback to one shared waiter (which outlives a timeout
+// for the callbacks still to come).
+absl::Status AwaitBuffersUntil(const Data& data, std::chrono::steady_clock::time_point deadline,
+                               double timeout_s) {
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t pending = 0;
+    absl::Status status;
+  };
+  const ShardBuffers* buffers = data.buffers();
+  if (buffers == nullptr) return data.Usable();
+  auto waiter = std::make_shared<Waiter>();
+  waiter->pending = buffers->buffers.size();
+  for (const pjrt::Buffer& b : buffers->buffers) {
+    absl::StatusOr<pjrt::Event> ready = b.ReadyEvent();
+    if (!ready.ok()) return ready.status();
+    absl::Status registered = ready->OnReady([waiter](absl::Status s) {
+      std::lock_guard<std::mutex> lock(waiter->mu);
+      if (!s.ok() && waiter->status.ok()) waiter->status = std::move(s);
+      if (--waiter->pending == 0) waiter->cv.notify_all();
+    });
+    if (!registered.ok()) return registered;
+  }
+  std::unique_lock<std::mutex> lock(waiter->mu);
+  if (!waiter->cv.wait_until(lock, deadline, [&] { return waiter->pending == 0; })) {
+    return absl::DeadlineExceededError(absl::StrCat("data ", data.layout().ToString(),
+                                                    " is still being computed after ",
+                                                    timeout_s, " s"));
+  }
+  return waiter->status;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 // A runtime, shared by every array and computation made through it (they keep it alive).
@@ -181,9 +219,16 @@ class PyArray {
  public:
   PyArray(RuntimePtr runtime, DataPtr data) : runtime_(std::move(runtime)), data_(std::move(data)) {}
 
-  const DataPtr& data() const { return data_; }
+  // The array's data; ValueError once release() / delete() dropped it.
+  const DataPtr& data() const {
+    if (data_ == nullptr) throw nb::value_error("the array was deleted (shardrt.release / delete)");
+    return data_;
+  }
+  // Drops this array's reference to its data (the array is unusable afterwards).
+  DataPtr Take() { return std::move(data_); }
+  bool deleted() const { return data_ == nullptr; }
   const RuntimePtr& runtime() const { return runtime_; }
-  const DataLayout& layout() const { return data_->layout(); }
+  const DataLayout& layout() const { return data()->layout(); }
 
   nb::tuple shape() const { return ToTuple(layout().global.dims); }
   std::string type_name() const { return std::string(ElementTypeName(layout().global.type)); }
@@ -196,6 +241,7 @@ class PyArray {
   int64_t size() const { return layout().geometry.num_elements(); }
   int64_t nbytes() const { return size() * ElementSizeInBytes(layout().global.type); }
   std::string state() const {
+    if (data_ == nullptr) return "deleted";
     switch (data_->state()) {
       case Data::State::kPending: return "pending";
       case Data::State::kReady: return "ready";
@@ -204,16 +250,26 @@ class PyArray {
     }
     return "unknown";
   }
-  bool is_ready() const { return data_->state() != Data::State::kPending; }
+  bool is_ready() const { return data()->state() != Data::State::kPending; }
 
   // Waits until the array is computed (placeholders) and its buffers are ready on every device.
+  // With a timeout, both waits are bounded by it: the placeholder's and the device work's (a
+  // launch returns before its buffers are ready). NaN, infinite or huge timeouts wait for good.
   void BlockUntilReady(std::optional<double> timeout_s) const {
+    DataPtr data = this->data();  // a copy: another thread may delete this array meanwhile
+    const bool bounded = timeout_s && *timeout_s < 1e9;
     absl::Status status;
     {
       nb::gil_scoped_release release;
-      status = timeout_s ? data_->Await(absl::Seconds(*timeout_s)) : data_->Await();
-      if (status.ok()) {
-        for (const pjrt::Buffer& b : data_->buffers()->buffers) {
+      const auto deadline =
+          std::chrono::steady_clock::now() +
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+              std::chrono::duration<double>(bounded ? std::max(*timeout_s, 0.0) : 0.0));
+      status = bounded ? data->Await(absl::Seconds(*timeout_s)) : data->Await();
+      if (status.ok() && bounded) {
+        status = AwaitBuffersUntil(*data, deadline, *timeout_s);
+      } else if (status.ok()) {
+        for (const pjrt::Buffer& b : data->buffers()->buffers) {
           absl::StatusOr<pjrt::Event> ready = b.ReadyEvent();
           status = ready.ok() ? ready->Await() : ready.status();
           if (!status.ok()) break;
@@ -224,15 +280,16 @@ class PyArray {
   }
 
   nb::object ToNumpy() const {
+    DataPtr data = this->data();
     const size_t n = static_cast<size_t>(nbytes());
     auto bytes = std::make_unique<std::byte[]>(n);
     absl::Status status;
     {
       nb::gil_scoped_release release;
-      status = data_->Await();
+      status = data->Await();
       if (status.ok()) {
         std::span<std::byte> into(bytes.get(), n);
-        status = runtime_->runtime->client().TransferFromDevice({&data_, 1}, {&into, 1});
+        status = runtime_->runtime->client().TransferFromDevice({&data, 1}, {&into, 1});
       }
     }
     Check(status);
@@ -246,13 +303,14 @@ class PyArray {
                                          " bytes, the array ", nbytes())
                                 .c_str());
     }
+    DataPtr data = this->data();
     absl::Status status;
     {
       nb::gil_scoped_release release;
-      status = data_->Await();
+      status = data->Await();
       if (status.ok()) {
         std::span<std::byte> into(static_cast<std::byte*>(out.data()), out.nbytes());
-        status = runtime_->runtime->client().TransferFromDevice({&data_, 1}, {&into, 1});
+        status = runtime_->runtime->client().TransferFromDevice({&data, 1}, {&into, 1});
       }
     }
     Check(status);
@@ -260,11 +318,12 @@ class PyArray {
 
   std::vector<PyShard> shards() const {
     std::vector<PyShard> out;
-    for (size_t i = 0; i < layout().devices.size(); ++i) out.push_back({runtime_, data_, i});
+    for (size_t i = 0; i < layout().devices.size(); ++i) out.push_back({runtime_, data(), i});
     return out;
   }
 
   std::string Repr() const {
+    if (deleted()) return "shardrt.Array(deleted)";
     return absl::StrCat("shardrt.Array(", layout().ToString(), ", ", state(), ")");
   }
 
@@ -343,8 +402,20 @@ nb::ndarray<> ShardView(const PyShard& s) {
   void* pointer = Value(buffer.HostPointer());
   const DataLayout& layout = s.data->layout();
   std::vector<size_t> shape(layout.shard_dims.begin(), layout.shard_dims.end());
-  auto* keep = new DataPtr(s.data);
-  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<DataPtr*>(p); });
+  // The view counts as an external reference: while it lives the plugin keeps the memory for
+  // this buffer (a call donating the array copies instead), so the view never reads reused
+  // memory.
+  Check(buffer.AcquireExternalReference());
+  struct View {
+    DataPtr data;
+    const pjrt::Buffer* buffer;
+  };
+  auto* keep = new View{s.data, &buffer};
+  nb::capsule owner(keep, [](void* p) noexcept {
+    auto* view = static_cast<View*>(p);
+    (void)view->buffer->ReleaseExternalReference();
+    delete view;
+  });
   return nb::ndarray<>(pointer, shape.size(), shape.data(), owner, nullptr,
                        DlpackType(layout.global.type), nb::device::cpu::value, 0);
 }
@@ -574,22 +645,24 @@ nb::object Compile(const RuntimePtr& rt, nb::bytes program, const std::string& n
 }
 
 nb::object Reshard(const RuntimePtr& rt, const PyArray& a, const PySharding& sharding) {
+  DataPtr data = a.data();
   absl::StatusOr<DataPtr> out;
   {
     nb::gil_scoped_release release;
-    absl::Status ready = a.data()->Await();
-    out = ready.ok() ? rt->runtime->client().ReshardData(a.data(), sharding.get())
+    absl::Status ready = data->Await();
+    out = ready.ok() ? rt->runtime->client().ReshardData(data, sharding.get())
                      : absl::StatusOr<DataPtr>(ready);
   }
   return WrapArray(rt, Value(std::move(out)));
 }
 
 nb::object Replicate(const RuntimePtr& rt, const PyArray& a) {
+  DataPtr data = a.data();
   absl::StatusOr<DataPtr> out;
   {
     nb::gil_scoped_release release;
-    absl::Status ready = a.data()->Await();
-    out = ready.ok() ? rt->runtime->client().ReplicateShardedData(a.data())
+    absl::Status ready = data->Await();
+    out = ready.ok() ? rt->runtime->client().ReplicateShardedData(data)
                      : absl::StatusOr<DataPtr>(ready);
   }
   return WrapArray(rt, Value(std::move(out)));
@@ -656,6 +729,11 @@ NB_MODULE(_shardrt, m) {
                    "device holding only padding).")
       .def_prop_ro("shape", [](const PyShard& s) { return ToTuple(s.data->layout().shard_dims); },
                    "The shard's buffer shape (padded).")
+      .def_prop_ro("type_name",
+                   [](const PyShard& s) {
+                     return std::string(ElementTypeName(s.data->layout().global.type));
+                   },
+                   "XLA element type name, e.g. 'f32'.")
       .def("to_numpy", &ShardToNumpy, "Downloads the shard's buffer (padded) as a new NumPy array.")
       .def("__dlpack__",
            [](const PyShard& s, nb::kwargs) {
@@ -664,15 +742,16 @@ NB_MODULE(_shardrt, m) {
            },
            "kwargs"_a,
            "The shard's device memory, zero-copy (CPU plugin only: its device memory is host "
-           "memory). The capsule keeps the array alive; do not donate the array while a view "
-           "is in use.")
+           "memory). The view keeps the array alive, and while it lives a call donating the "
+           "array copies it instead of reusing its memory.")
       .def("__dlpack_device__", [](const PyShard&) { return std::make_pair(1, 0); },
            "(kDLCPU, 0): the CPU plugin's buffers are host memory.");
 
   nb::class_<PyArray>(m, "Array",
                       "A sharded array on device: global shape, element type, sharding and one "
                       "buffer per device. Arrays returned by call_async are placeholders until "
-                      "their execution is done. Thread-safe.")
+                      "their execution is dispatched (state 'pending'); block_until_ready waits "
+                      "until the devices have computed them. Thread-safe.")
       .def_prop_ro("shape", &PyArray::shape)
       .def_prop_ro("type_name", &PyArray::type_name, "XLA element type name, e.g. 'f32'.")
       .def_prop_ro("sharding", &PyArray::sharding)
@@ -692,8 +771,21 @@ NB_MODULE(_shardrt, m) {
            "TimeoutError after `timeout` seconds.")
       .def("to_numpy", &PyArray::ToNumpy,
            "Downloads the global array as a new NumPy array (waits for placeholders).")
-      .def("download_into", &PyArray::DownloadInto, "out"_a,
-           "Downloads the global array into `out` (C-contiguous, exactly nbytes).")
+      // noconvert: a destination that is not C-contiguous and writable is refused (TypeError),
+      // not silently replaced by a converted copy that the download would fill instead.
+      .def("download_into", &PyArray::DownloadInto, "out"_a.noconvert(),
+           "Downloads the global array into `out` (C-contiguous, writable, exactly nbytes; "
+           "another array is a TypeError).")
+      .def("delete",
+           [](PyArray& a) {
+             std::vector<DataPtr> data;
+             if (!a.deleted()) data.push_back(a.Take());
+             nb::gil_scoped_release release;
+             Data::ReleaseAll(data);
+           },
+           "Drops this array's data now (its buffers are freed unless other arrays or "
+           "executions still use them); using the array afterwards is a ValueError.")
+      .def_prop_ro("is_deleted", &PyArray::deleted)
       .def("__repr__", &PyArray::Repr);
 
   nb::class_<PyComputation>(m, "Computation",
@@ -770,8 +862,23 @@ NB_MODULE(_shardrt, m) {
   m.def("_replicate", &Replicate, "runtime"_a, "array"_a);
   m.def("_release_all",
         [](nb::sequence arrays) {
+          // Take every array's data first (checking all of them), so that a bad entry leaves
+          // every array as it was.
+          std::vector<PyArray*> targets;
+          for (nb::handle h : arrays) {
+            PyArray* a = nullptr;
+            if (!nb::try_cast<PyArray*>(h, a) || a == nullptr) {
+              throw nb::type_error(absl::StrCat("release: entry ", targets.size(), " is a ",
+                                                nb::inst_name(h).c_str(),
+                                                ", expected shardrt.Array")
+                                       .c_str());
+            }
+            targets.push_back(a);
+          }
           std::vector<DataPtr> data;
-          for (nb::handle h : arrays) data.push_back(DataOf(h, data.size(), "release"));
+          for (PyArray* a : targets) {
+            if (!a->deleted()) data.push_back(a->Take());
+          }
           nb::gil_scoped_release release;
           Data::ReleaseAll(data);
         },

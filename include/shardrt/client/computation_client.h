@@ -159,8 +159,8 @@ class ComputationClient {
 
   // Runs `computation` on all its devices with sharded `arguments`; returns its outputs as
   // sharded data. Errors (nothing runs, no argument changes): InvalidArgument naming the
-  // argument for a wrong count, shape, type, sharding (unless resharding is asked for) or data
-  // of another client; FailedPrecondition for donated or unfilled arguments; the plugin's.
+  // argument for a wrong count, shape, type, sharding (unless resharding is asked for), data
+  // of another client, or data donated to one parameter and passed to another as well; FailedPrecondition for donated or unfilled arguments; the plugin's.
   // Donated parameters' arguments become unusable after a successful call.
   [[nodiscard]] absl::StatusOr<std::vector<DataPtr>> ExecuteReplicated(
       const Computation& computation, absl::Span<const DataPtr> arguments,
@@ -201,6 +201,9 @@ class ComputationClient {
   absl::StatusOr<std::vector<DataPtr>> Execute(const Computation& computation,
                                                absl::Span<const DataPtr> arguments,
                                                const ExecuteReplicatedOptions& options);
+  absl::Status CheckDonatedOnce(const Computation& computation,
+                                const std::vector<PJRT_Buffer*>& matrix,
+                                const ExecuteReplicatedOptions& options);
   absl::Status BuildArgumentMatrix(const Computation& computation,
                                    absl::Span<const DataPtr> arguments,
                                    std::vector<PJRT_Buffer*>& matrix);

@@ -335,6 +335,40 @@ TEST_F(ExecuteReplicatedTest, HostPointersReadShardsInPlaceAndOutsideReferencesK
   ASSERT_TRUE(shard3.ReleaseExternalReference().ok());
 }
 
+TEST_F(ExecuteReplicatedTest, DataDonatedAndPassedAgainIsRefusedBeforeThePlugin) {
+  ComputationPtr c = CompileTestProgram(*client_, "donate_add.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->donates_parameter(0));
+  const Sharding rows = MustParse("{devices=[8,1]<=[8]}");
+  std::vector<float> x = RandomFloats(64, 10), y = RandomFloats(64, 11);
+  DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x), rows);
+  DataPtr dy = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, y), rows);
+  // The same data twice, or a placeholder sharing its buffers: refused, nothing launched.
+  DataPtr alias = client_->CreateDataPlaceholder(c->parameter_layout(0));
+  ASSERT_TRUE(alias->Assign(*dx).ok());
+  for (const DataPtr& second : {dx, alias}) {
+    auto twice = client_->ExecuteReplicated(*c, {dx, second});
+    EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument) << twice.status();
+    EXPECT_NE(twice.status().message().find("argument 0 would be donated but is also argument 1"),
+              absl::string_view::npos)
+        << twice.status();
+    EXPECT_EQ(dx->state(), Data::State::kReady);
+  }
+  // Kept for the call, the same data may be passed twice: z = x + x.
+  ExecuteReplicatedOptions keep;
+  keep.non_donatable_input_indices = {0};
+  auto doubled = client_->ExecuteReplicated(*c, {dx, dx}, keep);
+  ASSERT_TRUE(doubled.ok()) << doubled.status();
+  std::vector<float> got = Values<float>(Download(*client_, (*doubled)[0]));
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(got[i], x[i] + x[i]);
+  // And the client keeps working: the donating call itself.
+  auto sum = client_->ExecuteReplicated(*c, {dx, dy});
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  got = Values<float>(Download(*client_, (*sum)[0]));
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(got[i], x[i] + y[i]);
+  EXPECT_EQ(dx->state(), Data::State::kDonated);
+}
+
 TEST_F(ExecuteReplicatedTest, DonatedInputIsUnusableAfterwards) {
   ComputationPtr c = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
   ASSERT_NE(c, nullptr);
