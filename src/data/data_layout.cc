@@ -1,7 +1,10 @@
 #include "shardrt/data/data_layout.h"
 
+#include <algorithm>
+
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/sharding/text.h"
 
@@ -31,7 +34,20 @@ absl::StatusOr<std::shared_ptr<const DataLayout>> DataLayout::Create(
     SHARDRT_ASSIGN_OR_RETURN(geometry, ShardGeometry::Create(global.dims, sharding, 1));
   }
   std::vector<int64_t> ids;
-  for (const pjrt::Device* d : devices) ids.push_back(d->id);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("data layout: device ", i, " is null"));
+    }
+    ids.push_back(devices[i]->id);
+  }
+  // One buffer per device: a device listed twice would hold two shards of one array.
+  std::vector<int64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("data layout lists device ", *dup,
+                                                   " more than once (devices ",
+                                                   absl::StrJoin(ids, ","), ")"));
+  }
   const uint64_t fingerprint =
       absl::HashOf(static_cast<int>(global.type), global.dims, sharding.ToString(), ids);
   std::vector<int64_t> shard_dims = geometry.shard_shape();

@@ -125,6 +125,13 @@ def test_device_ids(rt):
         rt.put(a, "{devices=[2,1]<=[2]}", devices=["a", "b"])
 
 
+def test_device_listed_twice(rt):
+    a = np.zeros((4, 4), np.float32)
+    with pytest.raises(ValueError, match=r"data layout lists device 0 more than once \(devices 0,0\)"):
+        rt.put(a, "{devices=[2,1]<=[2]}", devices=[0, 0])
+    np.testing.assert_array_equal(rt.put(a, "{devices=[2,1]<=[2]}", devices=[1, 0]).to_numpy(), a)
+
+
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_unsupported_dtype(rt, dtype):
     with pytest.raises(ValueError, match="unsupported element type"):

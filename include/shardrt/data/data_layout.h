@@ -28,7 +28,8 @@ struct DataLayout {
   uint64_t fingerprint = 0;
 
   // Builds a layout, computing the padded shard dims and the fingerprint.
-  // Errors: InvalidArgument if the sharding does not fit the shape or the device count.
+  // Errors: InvalidArgument if the sharding does not fit the shape or the device count, or a
+  // device is null or listed twice.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<const DataLayout>> Create(
       ArrayShape global, Sharding sharding, std::vector<const pjrt::Device*> devices);
 

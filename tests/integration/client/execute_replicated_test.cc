@@ -369,6 +369,20 @@ TEST_F(ExecuteReplicatedTest, DataDonatedAndPassedAgainIsRefusedBeforeThePlugin)
   EXPECT_EQ(dx->state(), Data::State::kDonated);
 }
 
+TEST_F(ExecuteReplicatedTest, ALayoutListsEachDeviceOnce) {
+  auto devices = client_->DefaultDevices(2);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  auto twice = client_->MakeLayout({ElementType::kF32, {4, 4}}, MustParse("{devices=[2,1]<=[2]}"),
+                                   {(*devices)[0], (*devices)[0]});
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.status().message().find("data layout lists device 0 more than once (devices 0,0)"),
+            absl::string_view::npos)
+      << twice.status();
+  EXPECT_TRUE(client_->MakeLayout({ElementType::kF32, {4, 4}}, MustParse("{devices=[2,1]<=[2]}"),
+                                  {(*devices)[1], (*devices)[0]})
+                  .ok());
+}
+
 TEST_F(ExecuteReplicatedTest, DonatedInputIsUnusableAfterwards) {
   ComputationPtr c = CompileTestProgram(*client_, "donate_add_one.mlir", 8);
   ASSERT_NE(c, nullptr);
