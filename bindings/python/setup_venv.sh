@@ -7,17 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=bindings/python/.venv
-stamp="$venv/.requirements"
-exec 9>bindings/python/.venv.lock
+scripts/pinned_venv.sh "$venv" bindings/python/requirements.txt
+# The package itself, after the environment (one installer at a time).
+exec 9>"$venv.lock"
 flock 9
-if ! [ -x "$venv/bin/python" ] || ! [ -f "$stamp" ] || ! cmp -s "$stamp" bindings/python/requirements.txt; then
-  echo "setup_venv: making $venv" >&2
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
-    -r bindings/python/requirements.txt
-  cp bindings/python/requirements.txt "$stamp"
-fi
 wheel=$(ls .cache/wheels/xla_cpu_pjrt-0.0.1-*.whl)
 if ! "$venv/bin/python" -c "import xla_plugins.xla_cpu_pjrt" 2>/dev/null; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel"

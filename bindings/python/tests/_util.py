@@ -27,6 +27,10 @@ XLA_NAMES = {
     "bool": "pred", "float16": "f16", "bfloat16": "bf16",
 }
 
+# The C++ tests' programs, shared with these tests.
+TESTDATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))), "tests", "testdata")
+
 
 def random_array(shape, dtype, seed=0) -> np.ndarray:
     """Reproducible data of `dtype`: small integers, booleans or normal floats."""

@@ -2,11 +2,13 @@
 with the value NumPy computes, rt.synchronize(), block_until_ready(), and errors that surface
 through a chain's outputs and through synchronize."""
 
+import os
+
 import numpy as np
 import pytest
 
 import shardrt
-from _util import module, random_array
+from _util import TESTDATA, module, random_array
 
 TILE = "{devices=[4,2]<=[8]}"
 ROWS = "{devices=[8,1]<=[8]}"
@@ -216,16 +218,8 @@ def test_a_mismatching_argument_fails_its_outputs():
         f.call_async(np.zeros((8, 6), np.float32))
 
 
-OUT_OF_MEMORY = module("oom", [("x", "tensor<f32>", "{replicated}")],
-                       [("tensor<f32>", "{replicated}")], """
-    %b = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<34359738368xf32>
-    %i = stablehlo.iota dim = 0 : tensor<34359738368xf32>
-    %m = stablehlo.add %b, %i : tensor<34359738368xf32>
-    %zero = stablehlo.constant dense<0.0> : tensor<f32>
-    %s = stablehlo.reduce(%m init: %zero) applies stablehlo.maximum across dimensions = [0]
-        : (tensor<34359738368xf32>, tensor<f32>) -> tensor<f32>
-    return %s : tensor<f32>
-""")
+# Needs a 128 GiB temporary per device (the C++ execution-failure test's program too).
+OUT_OF_MEMORY = open(os.path.join(TESTDATA, "out_of_memory.mlir")).read()
 
 
 def _huge_allocations_fail():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import shardrt
-from _util import module, random_array, run_python
+from _util import TESTDATA, module, random_array, run_python
 
 ROWS = "{devices=[8,1]<=[8]}"
 
@@ -489,19 +489,8 @@ def test_bytecode_with_split_parameters_needs_global_shapes(rt, testdata):
         rt.compile(program)
 
 
-NEVER_ENDS = module("loop", [("x", "tensor<f32>", "{replicated}")],
-                    [("tensor<f32>", "{replicated}")], """
-    %r = stablehlo.while(%i = %x) : tensor<f32>
-      cond {
-        %t = stablehlo.compare EQ, %i, %i : (tensor<f32>, tensor<f32>) -> tensor<i1>
-        stablehlo.return %t : tensor<i1>
-      } do {
-        %one = stablehlo.constant dense<1.0> : tensor<f32>
-        %n = stablehlo.add %i, %one : tensor<f32>
-        stablehlo.return %n : tensor<f32>
-      }
-    return %r : tensor<f32>
-""")
+# A loop that never ends, on 8 partitions (the C++ CLI test's program too).
+NEVER_ENDS = open(os.path.join(TESTDATA, "never_ends.mlir")).read()
 
 
 def test_waits_on_a_program_that_never_finishes_time_out():

@@ -193,24 +193,9 @@ TEST_F(BadInputTest, MinorCases) {
 
 
 TEST_F(BadInputTest, AProgramThatNeverFinishesEndsAtTheTimeout) {
-  WriteText(dir_ + "/loop.mlir", R"(
-module @loop attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
-  func.func public @main(%x: tensor<f32>) -> tensor<f32> {
-    %r = stablehlo.while(%i = %x) : tensor<f32>
-      cond {
-        %t = stablehlo.compare EQ, %i, %i : (tensor<f32>, tensor<f32>) -> tensor<i1>
-        stablehlo.return %t : tensor<i1>
-      } do {
-        %one = stablehlo.constant dense<1.0> : tensor<f32>
-        %n = stablehlo.add %i, %one : tensor<f32>
-        stablehlo.return %n : tensor<f32>
-      }
-    return %r : tensor<f32>
-  }
-})");
   const auto start = std::chrono::steady_clock::now();
-  ExpectCleanError("run " + dir_ + "/loop.mlir --devices 1 --arg " + dir_ +
-                       "/scalar.npy --timeout 2",
+  ExpectCleanError("run " + std::string(SHARDRT_TESTDATA_DIR) + "/never_ends.mlir --devices 8 --arg " +
+                       dir_ + "/scalar.npy --timeout 2",
                    "shardrt run: timed out after 2 s (--timeout); stopped");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
   ExpectCleanError("run " + kUneven + " --timeout=0", "flag --timeout: expected a whole number");

@@ -22,21 +22,6 @@ extern "C" const char* __tsan_default_options() { return "allocator_may_return_n
 namespace shardrt {
 namespace {
 
-// 8 partitions; its temporary needs 2^35 floats (128 GiB) per device: Linux's overcommit
-// heuristic refuses such an allocation, so the execution fails with the plugin's message.
-constexpr char kOutOfMemory[] = R"(
-module @oom attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32} {
-  func.func public @main(%x: tensor<f32> {mhlo.sharding = "{replicated}"})
-      -> (tensor<f32> {mhlo.sharding = "{replicated}"}) {
-    %b = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<34359738368xf32>
-    %i = stablehlo.iota dim = 0 : tensor<34359738368xf32>
-    %m = stablehlo.add %b, %i : tensor<34359738368xf32>
-    %zero = stablehlo.constant dense<0.0> : tensor<f32>
-    %s = stablehlo.reduce(%m init: %zero) applies stablehlo.maximum across dimensions = [0]
-        : (tensor<34359738368xf32>, tensor<f32>) -> tensor<f32>
-    return %s : tensor<f32>
-  }
-})";
 
 // 8 partitions: y = x * 3 (replicated scalar).
 constexpr char kTriple[] = R"(
@@ -69,14 +54,14 @@ TEST(ExecutionFailureTest, ARunTimeFailureIsAnErrorAndTheRuntimeGoesOn) {
   std::unique_ptr<Runtime> runtime = testing::MakeTestRuntime();
   ASSERT_NE(runtime, nullptr);
   ComputationClient& client = runtime->client();
-  auto compile = [&](const char* name, const char* text) {
+  auto compile = [&](const char* name, const std::string& text) {
     CompileRequest request;
     request.name = name;
     request.program = text;
     request.options.num_partitions = 8;
     return client.Compile(request);
   };
-  auto oom = compile("oom", kOutOfMemory);
+  auto oom = compile("oom", shardrt::testing::ReadTestData("out_of_memory.mlir"));
   ASSERT_TRUE(oom.ok()) << oom.status();
   auto triple = compile("triple", kTriple);
   ASSERT_TRUE(triple.ok()) << triple.status();
