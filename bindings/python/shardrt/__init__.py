@@ -222,6 +222,8 @@ class Runtime:
     def __init__(self, devices: int = 0, *, plugin: str | os.PathLike[str] | None = None,
                  host_threads: int = 0, compile_cache: str | os.PathLike[str] | None = None,
                  max_in_flight: int = 0):
+        if int(max_in_flight) < 0:  # (the library checks the other counts)
+            raise ValueError(f"Runtime: max_in_flight must be >= 0, got {max_in_flight}")
         path = os.fspath(plugin) if plugin is not None else default_plugin()
         cache = os.fspath(compile_cache) if compile_cache is not None else None
         self._rt = _shardrt._create_runtime(int(devices), path, int(host_threads), cache,

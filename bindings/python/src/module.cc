@@ -298,6 +298,16 @@ class PyArray {
 
   // Downloads into `out` (C-contiguous, exactly this array's bytes).
   void DownloadInto(HostOutput out) const {
+    // The destination's element type must be the array's (bf16 also into uint16 bits, the form
+    // NumPy arrays of ml_dtypes.bfloat16 take through the extension).
+    const ElementType type = layout().global.type;
+    const absl::StatusOr<ElementType> dest = FromDlpack(out.dtype());
+    if (!dest.ok() || (*dest != type && !(type == ElementType::kBF16 && *dest == ElementType::kU16))) {
+      throw nb::value_error(absl::StrCat("download_into: the array is ", ElementTypeName(type),
+                                         ", the destination ",
+                                         dest.ok() ? ElementTypeName(*dest) : "of another type")
+                                .c_str());
+    }
     if (out.nbytes() != static_cast<size_t>(nbytes())) {
       throw nb::value_error(absl::StrCat("download_into: destination has ", out.nbytes(),
                                          " bytes, the array ", nbytes())

@@ -209,6 +209,10 @@ def test_download_into_checks_the_destination(rt):
     x = rt.put(a, "{devices=[8,1]<=[8]}")
     with pytest.raises(ValueError, match="260"):
         x.download_into(np.zeros(3, np.float32))
+    other = np.zeros((13, 5), np.int32)  # the same bytes, another element type: refused
+    with pytest.raises(ValueError, match="download_into: the array is f32, the destination s32"):
+        x.download_into(other)
+    assert not other.any()
     flat = np.zeros(65, np.float32)  # same bytes, another shape: filled row-major
     x.download_into(flat)
     np.testing.assert_array_equal(flat, a.ravel())

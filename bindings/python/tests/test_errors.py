@@ -178,6 +178,8 @@ def test_runtime_arguments():
         shardrt.Runtime(plugin="/nonexistent.so")
     with pytest.raises(ValueError, match="is not a loadable PJRT plugin"):
         shardrt.Runtime(plugin=__file__)
+    with pytest.raises(ValueError, match="max_in_flight must be >= 0, got -1"):
+        shardrt.Runtime(devices=8, max_in_flight=-1)
     with pytest.raises(ValueError, match="host_threads must be >= 0"):
         shardrt.Runtime(devices=1, host_threads=-1)
 
