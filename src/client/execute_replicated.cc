@@ -45,6 +45,14 @@ void ReleaseWhenComplete(const std::shared_ptr<ExecutionLimiter>& limiter,
   }
 }
 
+// Whether the call keeps donated parameter `p` (non_donatable_input_indices names it).
+bool KeptForThisCall(const ExecuteReplicatedOptions& options, int64_t p) {
+  for (int64_t n : options.non_donatable_input_indices) {
+    if (n == p) return true;
+  }
+  return false;
+}
+
 std::string ArgumentMismatch(const Computation& c, size_t i, const DataLayout& expected,
                              const DataLayout& got) {
   return absl::StrCat(c.name(), ": argument ", i, " expected ", expected.ToString(), ", got ",
@@ -118,9 +126,7 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
   }
   // Donated arguments are spent.
   for (int64_t p : computation.donated_parameters()) {
-    bool kept = false;
-    for (int64_t n : options.non_donatable_input_indices) kept |= (n == p);
-    if (!kept) args[p]->MarkDonated();
+    if (!KeptForThisCall(options, p)) args[p]->MarkDonated();
   }
   SHARDRT_TRACE_SPAN("OutputWrapping", "client");
   return WrapOutputs(computation, outputs);
@@ -175,9 +181,7 @@ absl::Status ComputationClient::CheckDonatedOnce(const Computation& computation,
                                                  const ExecuteReplicatedOptions& options) {
   absl::flat_hash_map<PJRT_Buffer*, int64_t> donated;
   for (int64_t p : computation.donated_parameters()) {
-    bool kept = false;
-    for (int64_t n : options.non_donatable_input_indices) kept |= (n == p);
-    if (!kept) donated.emplace(matrix[p], p);
+    if (!KeptForThisCall(options, p)) donated.emplace(matrix[p], p);
   }
   if (donated.empty()) return absl::OkStatus();
   // Row 0 of the matrix: every argument's first-device buffer.

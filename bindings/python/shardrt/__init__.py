@@ -355,20 +355,19 @@ def _array_array(self: Array, dtype: Any = None, copy: bool | None = None) -> np
     return a if dtype is None else a.astype(dtype, copy=False)
 
 
+def _typed(a: np.ndarray, type_name: str) -> np.ndarray:
+    """A download as NumPy's view of `type_name` (bf16 comes from the extension as uint16 bits)."""
+    return a.view(_bfloat16()) if type_name == "bf16" else a
+
+
 def _array_to_numpy(self: Array) -> np.ndarray:
     """Downloads the global array as a new NumPy array (waits for placeholders)."""
-    a = _to_numpy(self)
-    if self.type_name == "bf16":
-        return a.view(_bfloat16())
-    return a
+    return _typed(_to_numpy(self), self.type_name)
 
 
 def _shard_to_numpy(self: Shard) -> np.ndarray:
     """Downloads the shard's buffer (padded) as a new NumPy array."""
-    a = _shard_to_numpy_raw(self)
-    if self.type_name == "bf16":
-        return a.view(_bfloat16())
-    return a
+    return _typed(_shard_to_numpy_raw(self), self.type_name)
 
 
 _to_numpy = Array.to_numpy

@@ -27,9 +27,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "shardrt/shardrt.h"
 
 namespace nb = nanobind;
@@ -141,6 +143,12 @@ nb::object NumpyOwning(std::unique_ptr<std::byte[]> bytes, ElementType type,
       DlpackType(type == ElementType::kBF16 ? ElementType::kU16 : type);
   nb::ndarray<nb::numpy> array(raw, shape.size(), shape.data(), owner, nullptr, dtype);
   return nb::cast(array, nb::rv_policy::reference);
+}
+
+// Waits until `buffer`'s value is computed (or failed).
+absl::Status AwaitBuffer(const pjrt::Buffer& buffer) {
+  absl::StatusOr<pjrt::Event> ready = buffer.ReadyEvent();
+  return ready.ok() ? ready->Await() : ready.status();
 }
 
 // Waits until every buffer of `data` (computed, not a pending placeholder) is ready on its
@@ -270,8 +278,7 @@ class PyArray {
         status = AwaitBuffersUntil(*data, deadline, *timeout_s);
       } else if (status.ok()) {
         for (const pjrt::Buffer& b : data->buffers()->buffers) {
-          absl::StatusOr<pjrt::Event> ready = b.ReadyEvent();
-          status = ready.ok() ? ready->Await() : ready.status();
+          status = AwaitBuffer(b);
           if (!status.ok()) break;
         }
       }
@@ -280,19 +287,9 @@ class PyArray {
   }
 
   nb::object ToNumpy() const {
-    DataPtr data = this->data();
     const size_t n = static_cast<size_t>(nbytes());
     auto bytes = std::make_unique<std::byte[]>(n);
-    absl::Status status;
-    {
-      nb::gil_scoped_release release;
-      status = data->Await();
-      if (status.ok()) {
-        std::span<std::byte> into(bytes.get(), n);
-        status = runtime_->runtime->client().TransferFromDevice({&data, 1}, {&into, 1});
-      }
-    }
-    Check(status);
+    DownloadTo({bytes.get(), n});
     return NumpyOwning(std::move(bytes), layout().global.type, layout().global.dims);
   }
 
@@ -313,13 +310,18 @@ class PyArray {
                                          " bytes, the array ", nbytes())
                                 .c_str());
     }
-    DataPtr data = this->data();
+    DownloadTo({static_cast<std::byte*>(out.data()), out.nbytes()});
+  }
+
+  // Waits for the data (placeholders), then downloads the global array into `into` (exactly
+  // nbytes()), with the GIL released.
+  void DownloadTo(std::span<std::byte> into) const {
+    DataPtr data = this->data();  // a copy: another thread may delete this array meanwhile
     absl::Status status;
     {
       nb::gil_scoped_release release;
       status = data->Await();
       if (status.ok()) {
-        std::span<std::byte> into(static_cast<std::byte*>(out.data()), out.nbytes());
         status = runtime_->runtime->client().TransferFromDevice({&data, 1}, {&into, 1});
       }
     }
@@ -346,14 +348,29 @@ nb::object WrapArray(const RuntimePtr& runtime, DataPtr data) {
   return nb::cast(PyArray(runtime, std::move(data)));
 }
 
-const DataPtr& DataOf(nb::handle h, size_t i, const char* what) {
+// The Array `h` is, else TypeError naming it as `what`'s `noun` i (e.g. "main: argument 3").
+PyArray& ArrayOf(nb::handle h, const char* what, const char* noun, size_t i) {
   PyArray* a = nullptr;
   if (!nb::try_cast<PyArray*>(h, a) || a == nullptr) {
-    throw nb::type_error(absl::StrCat(what, ": argument ", i, " is a ",
+    throw nb::type_error(absl::StrCat(what, ": ", noun, " ", i, " is a ",
                                       nb::inst_name(h).c_str(), ", expected shardrt.Array")
                              .c_str());
   }
-  return a->data();
+  return *a;
+}
+
+const DataPtr& DataOf(nb::handle h, size_t i, const char* what) {
+  return ArrayOf(h, what, "argument", i).data();
+}
+
+// Deletes `arrays` (they become unusable) and frees their buffers together (Data::ReleaseAll).
+void ReleaseArrays(absl::Span<PyArray* const> arrays) {
+  std::vector<DataPtr> data;
+  for (PyArray* a : arrays) {
+    if (!a->deleted()) data.push_back(a->Take());
+  }
+  nb::gil_scoped_release release;
+  Data::ReleaseAll(data);
 }
 
 // --- shards ------------------------------------------------------------------------------------
@@ -402,10 +419,7 @@ nb::ndarray<> ShardView(const PyShard& s) {
   {
     nb::gil_scoped_release release;
     status = s.data->Await();
-    if (status.ok()) {
-      absl::StatusOr<pjrt::Event> ready = s.data->buffers()->buffers[s.index].ReadyEvent();
-      status = ready.ok() ? ready->Await() : ready.status();
-    }
+    if (status.ok()) status = AwaitBuffer(s.data->buffers()->buffers[s.index]);
   }
   Check(status);
   const pjrt::Buffer& buffer = ShardBuffer(s);
@@ -513,23 +527,26 @@ class PyComputation {
     return Wrap(Value(std::move(outputs)));
   }
 
-  std::vector<PySharding> Shardings(bool outputs) const {
-    std::vector<PySharding> out;
+  // The layouts of the parameters, or of the outputs.
+  std::vector<const DataLayout*> Layouts(bool outputs) const {
+    std::vector<const DataLayout*> out;
     const size_t n = outputs ? computation_->num_outputs() : computation_->num_parameters();
     for (size_t i = 0; i < n; ++i) {
-      const auto& layout =
-          outputs ? computation_->output_layout(i) : computation_->parameter_layout(i);
-      out.emplace_back(layout->sharding);
+      out.push_back(outputs ? computation_->output_layout(i).get()
+                            : computation_->parameter_layout(i).get());
     }
+    return out;
+  }
+
+  std::vector<PySharding> Shardings(bool outputs) const {
+    std::vector<PySharding> out;
+    for (const DataLayout* layout : Layouts(outputs)) out.emplace_back(layout->sharding);
     return out;
   }
 
   std::vector<std::pair<std::string, nb::tuple>> Shapes(bool outputs) const {
     std::vector<std::pair<std::string, nb::tuple>> out;
-    const size_t n = outputs ? computation_->num_outputs() : computation_->num_parameters();
-    for (size_t i = 0; i < n; ++i) {
-      const auto& layout =
-          outputs ? computation_->output_layout(i) : computation_->parameter_layout(i);
+    for (const DataLayout* layout : Layouts(outputs)) {
       out.emplace_back(std::string(ElementTypeName(layout->global.type)),
                        ToTuple(layout->global.dims));
     }
@@ -654,28 +671,29 @@ nb::object Compile(const RuntimePtr& rt, nb::bytes program, const std::string& n
   return nb::cast(PyComputation(rt, Value(std::move(c))));
 }
 
-nb::object Reshard(const RuntimePtr& rt, const PyArray& a, const PySharding& sharding) {
+// Waits for `a`'s data, then wraps what `copy` makes of it on device (GIL released).
+nb::object CopyOnDevice(const RuntimePtr& rt, const PyArray& a,
+                        absl::FunctionRef<absl::StatusOr<DataPtr>(const DataPtr&)> copy) {
   DataPtr data = a.data();
   absl::StatusOr<DataPtr> out;
   {
     nb::gil_scoped_release release;
     absl::Status ready = data->Await();
-    out = ready.ok() ? rt->runtime->client().ReshardData(data, sharding.get())
-                     : absl::StatusOr<DataPtr>(ready);
+    out = ready.ok() ? copy(data) : absl::StatusOr<DataPtr>(ready);
   }
   return WrapArray(rt, Value(std::move(out)));
 }
 
+nb::object Reshard(const RuntimePtr& rt, const PyArray& a, const PySharding& sharding) {
+  return CopyOnDevice(rt, a, [&](const DataPtr& data) {
+    return rt->runtime->client().ReshardData(data, sharding.get());
+  });
+}
+
 nb::object Replicate(const RuntimePtr& rt, const PyArray& a) {
-  DataPtr data = a.data();
-  absl::StatusOr<DataPtr> out;
-  {
-    nb::gil_scoped_release release;
-    absl::Status ready = data->Await();
-    out = ready.ok() ? rt->runtime->client().ReplicateShardedData(data)
-                     : absl::StatusOr<DataPtr>(ready);
-  }
-  return WrapArray(rt, Value(std::move(out)));
+  return CopyOnDevice(rt, a, [&](const DataPtr& data) {
+    return rt->runtime->client().ReplicateShardedData(data);
+  });
 }
 
 // A sharding from a mesh (axis names and sizes, optional device ids) and a partition spec.
@@ -788,10 +806,8 @@ NB_MODULE(_shardrt, m) {
            "another array is a TypeError).")
       .def("delete",
            [](PyArray& a) {
-             std::vector<DataPtr> data;
-             if (!a.deleted()) data.push_back(a.Take());
-             nb::gil_scoped_release release;
-             Data::ReleaseAll(data);
+             PyArray* one = &a;
+             ReleaseArrays({&one, 1});
            },
            "Drops this array's data now (its buffers are freed unless other arrays or "
            "executions still use them); using the array afterwards is a ValueError.")
@@ -876,21 +892,9 @@ NB_MODULE(_shardrt, m) {
           // every array as it was.
           std::vector<PyArray*> targets;
           for (nb::handle h : arrays) {
-            PyArray* a = nullptr;
-            if (!nb::try_cast<PyArray*>(h, a) || a == nullptr) {
-              throw nb::type_error(absl::StrCat("release: entry ", targets.size(), " is a ",
-                                                nb::inst_name(h).c_str(),
-                                                ", expected shardrt.Array")
-                                       .c_str());
-            }
-            targets.push_back(a);
+            targets.push_back(&ArrayOf(h, "release", "entry", targets.size()));
           }
-          std::vector<DataPtr> data;
-          for (PyArray* a : targets) {
-            if (!a->deleted()) data.push_back(a->Take());
-          }
-          nb::gil_scoped_release release;
-          Data::ReleaseAll(data);
+          ReleaseArrays(targets);
         },
         "arrays"_a);
 

@@ -160,7 +160,8 @@ class ComputationClient {
   // Runs `computation` on all its devices with sharded `arguments`; returns its outputs as
   // sharded data. Errors (nothing runs, no argument changes): InvalidArgument naming the
   // argument for a wrong count, shape, type, sharding (unless resharding is asked for), data
-  // of another client, or data donated to one parameter and passed to another as well; FailedPrecondition for donated or unfilled arguments; the plugin's.
+  // of another client, or data donated to one parameter and passed to another as well;
+  // FailedPrecondition for donated or unfilled arguments; the plugin's.
   // Donated parameters' arguments become unusable after a successful call.
   [[nodiscard]] absl::StatusOr<std::vector<DataPtr>> ExecuteReplicated(
       const Computation& computation, absl::Span<const DataPtr> arguments,
