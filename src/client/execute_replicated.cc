@@ -251,13 +251,13 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::WrapOutputs(
   std::vector<DataPtr> results(num_outputs);
   const PJRT_Api* api = client_->api();
   for (size_t o = 0; o < num_outputs; ++o) {
-    auto shards = std::make_shared<ShardBuffers>();
-    shards->buffers.reserve(num_devices);
-    shards->handles.reserve(num_devices);
+    ShardBuffers shards;
+    shards.buffers.reserve(num_devices);
+    shards.handles.reserve(num_devices);
     for (size_t d = 0; d < num_devices; ++d) {
       PJRT_Buffer* b = outputs[d * num_outputs + o];
-      shards->handles.push_back(b);
-      shards->buffers.emplace_back(api, b);
+      shards.handles.push_back(b);
+      shards.buffers.emplace_back(api, b);
     }
     results[o] = Data::CreateUnchecked(client_, computation.output_layout(o), std::move(shards));
   }

@@ -8,8 +8,11 @@
 
 namespace shardrt {
 
-Data::Data(Key, std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout)
-    : client_(std::move(client)), layout_(std::move(layout)) {}
+Data::Data(Key, std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout,
+           bool placeholder)
+    : client_(std::move(client)),
+      layout_(std::move(layout)),
+      waiting_(placeholder ? std::make_unique<Waiting>() : nullptr) {}
 
 absl::StatusOr<DataPtr> Data::Create(std::shared_ptr<pjrt::Client> client,
                                      std::shared_ptr<const DataLayout> layout,
@@ -19,30 +22,33 @@ absl::StatusOr<DataPtr> Data::Create(std::shared_ptr<pjrt::Client> client,
                                                    " needs ", layout->devices.size(),
                                                    " buffers, got ", buffers.size()));
   }
-  auto shards = std::make_shared<ShardBuffers>();
+  ShardBuffers shards;
   for (size_t i = 0; i < buffers.size(); ++i) {
     if (buffers[i].empty()) {
       return absl::InvalidArgumentError(absl::StrCat("buffer ", i, " is empty"));
     }
-    shards->handles.push_back(buffers[i].handle());
+    shards.handles.push_back(buffers[i].handle());
   }
-  shards->buffers.assign(std::make_move_iterator(buffers.begin()),
-                         std::make_move_iterator(buffers.end()));
+  shards.buffers.assign(std::make_move_iterator(buffers.begin()),
+                        std::make_move_iterator(buffers.end()));
   return CreateUnchecked(std::move(client), std::move(layout), std::move(shards));
 }
 
 DataPtr Data::CreateUnchecked(std::shared_ptr<pjrt::Client> client,
                               std::shared_ptr<const DataLayout> layout,
-                              std::shared_ptr<const ShardBuffers> buffers) {
-  DataPtr data = std::make_shared<Data>(Key{}, std::move(client), std::move(layout));
-  data->buffers_ = std::move(buffers);
+                              ShardBuffers buffers) {
+  DataPtr data =
+      std::make_shared<Data>(Key{}, std::move(client), std::move(layout), /*placeholder=*/false);
+  data->own_ = std::move(buffers);
+  data->shards_ = &data->own_;
   data->state_.store(State::kReady, std::memory_order_release);
   return data;
 }
 
 DataPtr Data::CreatePlaceholder(std::shared_ptr<pjrt::Client> client,
                                 std::shared_ptr<const DataLayout> layout) {
-  return std::make_shared<Data>(Key{}, std::move(client), std::move(layout));
+  return std::make_shared<Data>(Key{}, std::move(client), std::move(layout),
+                                /*placeholder=*/true);
 }
 
 absl::Status Data::Usable() const {
@@ -55,9 +61,9 @@ absl::Status Data::Usable() const {
     case State::kDonated:
       return absl::FailedPreconditionError(absl::StrCat(
           "data ", layout_->ToString(), " was donated to an earlier execution and is unusable"));
-    case State::kFailed: {
-      std::lock_guard<std::mutex> lock(mu_);
-      return error_;
+    case State::kFailed: {  // only placeholders fail
+      std::lock_guard<std::mutex> lock(waiting_->mu);
+      return waiting_->error;
     }
   }
   return absl::InternalError("unknown data state");
@@ -65,11 +71,12 @@ absl::Status Data::Usable() const {
 
 void Data::Complete(State state, std::unique_lock<std::mutex>& lock) {
   state_.store(state, std::memory_order_release);
-  std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters = std::move(waiters_);
-  waiters_.clear();
-  absl::Status status = state == State::kReady ? absl::OkStatus() : error_;
+  std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters =
+      std::move(waiting_->waiters);
+  waiting_->waiters.clear();
+  absl::Status status = state == State::kReady ? absl::OkStatus() : waiting_->error;
   lock.unlock();
-  cv_.notify_all();
+  waiting_->cv.notify_all();
   for (auto& w : waiters) std::move(w)(status);
 }
 
@@ -87,29 +94,36 @@ absl::Status Data::Assign(const Data& source) {
                                                    layout_->ToString(), ", got ",
                                                    source.layout_->ToString()));
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  if (waiting_ == nullptr) {  // created ready
+    return absl::FailedPreconditionError(
+        absl::StrCat("Assign: data ", layout_->ToString(), " is not a pending placeholder"));
+  }
+  std::unique_lock<std::mutex> lock(waiting_->mu);
   if (state() != State::kPending) {
     return absl::FailedPreconditionError(
         absl::StrCat("Assign: data ", layout_->ToString(), " is not a pending placeholder"));
   }
-  buffers_ = source.buffers_;
+  // Read the owner's buffers (a chain of placeholders ends at one owner).
+  owner_ = source.owner_ != nullptr ? source.owner_ : source.shared_from_this();
+  shards_ = &owner_->own_;
   Complete(State::kReady, lock);
   return absl::OkStatus();
 }
 
 void Data::Fail(absl::Status error) {
   if (error.ok()) error = absl::InternalError("placeholder failed without an error");
-  std::unique_lock<std::mutex> lock(mu_);
+  if (waiting_ == nullptr) return;  // created ready
+  std::unique_lock<std::mutex> lock(waiting_->mu);
   if (state() != State::kPending) return;
-  error_ = std::move(error);
+  waiting_->error = std::move(error);
   Complete(State::kFailed, lock);
 }
 
 absl::Status Data::Await() const {
   if (state() != State::kPending) return Usable();
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return state() != State::kPending; });
+    std::unique_lock<std::mutex> lock(waiting_->mu);
+    waiting_->cv.wait(lock, [this] { return state() != State::kPending; });
   }
   return Usable();
 }
@@ -117,10 +131,10 @@ absl::Status Data::Await() const {
 absl::Status Data::Await(absl::Duration timeout) const {
   if (state() != State::kPending) return Usable();
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(waiting_->mu);
     const auto wait = std::chrono::nanoseconds(absl::ToInt64Nanoseconds(
         std::max(timeout, absl::ZeroDuration())));
-    if (!cv_.wait_for(lock, wait, [this] { return state() != State::kPending; })) {
+    if (!waiting_->cv.wait_for(lock, wait, [this] { return state() != State::kPending; })) {
       return absl::DeadlineExceededError(absl::StrCat(
           "data ", layout_->ToString(), " still pending after ", absl::FormatDuration(timeout)));
     }
@@ -129,10 +143,10 @@ absl::Status Data::Await(absl::Duration timeout) const {
 }
 
 void Data::OnReady(absl::AnyInvocable<void(absl::Status) &&> done) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+  if (waiting_ != nullptr) {
+    std::lock_guard<std::mutex> lock(waiting_->mu);
     if (state() == State::kPending) {
-      waiters_.push_back(std::move(done));
+      waiting_->waiters.push_back(std::move(done));
       return;
     }
   }
@@ -145,28 +159,32 @@ bool Data::MarkDonated() {
 }
 
 void Data::ReleaseAll(std::vector<DataPtr>& data) {
-  std::vector<std::shared_ptr<const ShardBuffers>> shards;
-  shards.reserve(data.size());
+  // The data owning each entry's buffers: the entry itself, or the data an assigned placeholder
+  // reads. owner_ is written once, before the state leaves kPending; a placeholder still pending
+  // (or being assigned now) has no buffers to release and is simply dropped.
+  std::vector<std::shared_ptr<const Data>> owners;
+  owners.reserve(data.size());
   for (DataPtr& d : data) {
-    // buffers_ is written once, before the state leaves kPending; a pending placeholder has
-    // none, and one that is being assigned now keeps its buffers (they are dropped with it).
-    if (d != nullptr && d->state() != State::kPending && d->buffers_ != nullptr) {
-      shards.push_back(d->buffers_);
+    if (d != nullptr && d->state() != State::kPending) {
+      if (d->owner_ != nullptr) {
+        owners.push_back(d->owner_);
+      } else {
+        owners.push_back(std::move(d));
+      }
     }
     d.reset();
   }
   data.clear();
-  // Only this vector references these now: nobody can take a new reference.
-  std::erase_if(shards, [](const std::shared_ptr<const ShardBuffers>& s) {
-    return s.use_count() != 1;
-  });
+  // Only this vector references these now: nobody can take a new reference (shared_from_this
+  // needs a live reference to the data).
+  std::erase_if(owners, [](const std::shared_ptr<const Data>& o) { return o.use_count() != 1; });
   size_t devices = 0;
-  for (const auto& s : shards) devices = std::max(devices, s->buffers.size());
+  for (const auto& o : owners) devices = std::max(devices, o->own_.buffers.size());
   for (size_t i = 0; i < devices; ++i) {
-    for (const auto& s : shards) {
-      // The ShardBuffers were created mutable (make_shared<ShardBuffers>) and are now owned by
-      // `s` alone, so resetting one of their buffers in place is safe.
-      if (i < s->buffers.size()) const_cast<pjrt::Buffer&>(s->buffers[i]).Reset();
+    for (const auto& o : owners) {
+      // Every Data is created mutable (make_shared<Data>) and each of these is now owned by
+      // `o` alone, so resetting one of its buffers in place is safe; the data dies right after.
+      if (i < o->own_.buffers.size()) const_cast<pjrt::Buffer&>(o->own_.buffers[i]).Reset();
     }
   }
 }

@@ -91,7 +91,7 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
   // at small sizes these transfers cost about a microsecond per shard.
   std::vector<std::vector<std::vector<std::byte>>> padded;
   absl::InlinedVector<UploadTask, 8> tasks;
-  absl::InlinedVector<std::shared_ptr<ShardBuffers>, 4> shards(arrays.size());
+  absl::InlinedVector<ShardBuffers, 1> shards(arrays.size());
   int64_t total_bytes = 0;
   for (size_t i = 0; i < arrays.size(); ++i) {
     const HostArrayView& a = arrays[i];
@@ -121,8 +121,7 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
       SHARDRT_ASSIGN_OR_RETURN(padded[i],
                                SplitHostArray(g, a.type, a.data, ShardPadding::kPadded));
     }
-    shards[i] = std::make_shared<ShardBuffers>();
-    shards[i]->buffers.resize(layout.devices.size());
+    shards[i].buffers.resize(layout.devices.size());
     for (size_t d = 0; d < layout.devices.size(); ++d) {
       const std::byte* origin =
           direct ? a.data.data() + ShardOffsetBytes(g, static_cast<int64_t>(d), elem)
@@ -144,7 +143,7 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
                   *client, task.origin, layout.global.type, layout.shard_dims,
                   *layout.devices[task.device],
                   pjrt::HostBufferSemantics::kImmutableUntilTransferCompletes));
-          shards[task.array]->buffers[task.device] = std::move(upload.buffer);
+          shards[task.array].buffers[task.device] = std::move(upload.buffer);
           done[t] = std::move(upload.done_with_host_buffer);
         }
         return absl::OkStatus();
@@ -159,7 +158,7 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
   std::vector<DataPtr> out;
   out.reserve(arrays.size());
   for (size_t i = 0; i < arrays.size(); ++i) {
-    ShardBuffers& s = *shards[i];
+    ShardBuffers& s = shards[i];
     s.handles.reserve(s.buffers.size());
     for (const pjrt::Buffer& b : s.buffers) s.handles.push_back(b.handle());
     out.push_back(Data::CreateUnchecked(client, layouts[i], std::move(shards[i])));

@@ -29,16 +29,16 @@ namespace shardrt {
 class Data;
 using DataPtr = std::shared_ptr<Data>;
 
-// The buffers of one piece of data: buffers[i] lives on layout.devices[i]. Immutable once built
-// and shared between a placeholder and the data assigned into it.
+// The buffers of one piece of data: buffers[i] lives on layout.devices[i]. Immutable once the
+// data is ready; a placeholder assigned from other data reads that data's buffers.
 struct ShardBuffers {
-  // Inline for up to 8 devices: one allocation per piece of data, not three (an execution
-  // wraps every output of every call in one).
-  absl::InlinedVector<pjrt::Buffer, 8> buffers;
+  // Inline for up to 8 devices, and held inside the Data itself: one allocation per piece of
+  // data (an execution wraps every output of every call in one).
   absl::InlinedVector<PJRT_Buffer*, 8> handles;  // buffers[i].handle(), for argument lists
+  absl::InlinedVector<pjrt::Buffer, 8> buffers;
 };
 
-class Data {
+class Data : public std::enable_shared_from_this<Data> {
  public:
   enum class State : int { kPending, kReady, kFailed, kDonated };
 
@@ -47,11 +47,10 @@ class Data {
   [[nodiscard]] static absl::StatusOr<DataPtr> Create(std::shared_ptr<pjrt::Client> client,
                                                       std::shared_ptr<const DataLayout> layout,
                                                       std::vector<pjrt::Buffer> buffers);
-  // Ready data, without checks: the hot path's output wrapping (the caller guarantees one
-  // non-empty buffer per device).
+  // Ready data owning `buffers` (moved in), without checks: the hot path's output wrapping (the
+  // caller guarantees one non-empty buffer per device, and handles[i] == buffers[i].handle()).
   static DataPtr CreateUnchecked(std::shared_ptr<pjrt::Client> client,
-                                 std::shared_ptr<const DataLayout> layout,
-                                 std::shared_ptr<const ShardBuffers> buffers);
+                                 std::shared_ptr<const DataLayout> layout, ShardBuffers buffers);
   // A placeholder: layout only; filled later by Assign or Fail.
   static DataPtr CreatePlaceholder(std::shared_ptr<pjrt::Client> client,
                                    std::shared_ptr<const DataLayout> layout);
@@ -72,10 +71,11 @@ class Data {
   [[nodiscard]] absl::Status Usable() const;
   // The buffers when ready (else null). Valid while this Data lives.
   const ShardBuffers* buffers() const {
-    return state() == State::kReady ? buffers_.get() : nullptr;
+    return state() == State::kReady ? shards_ : nullptr;
   }
 
-  // Fills a placeholder with `source`'s buffers (shared, not copied). Errors (nothing changes):
+  // Fills a placeholder with `source`'s buffers (shared, not copied: the placeholder keeps the
+  // data that owns them alive). Errors (nothing changes):
   // FailedPrecondition if this is not a pending placeholder or `source` is not ready;
   // InvalidArgument naming expected vs got if shape, type, sharding or devices differ, or the
   // clients differ.
@@ -115,23 +115,33 @@ class Data {
   };
 
  public:
-  Data(Key, std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout);
+  Data(Key, std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout,
+       bool placeholder);
 
  private:
-  // Publishes `state`, wakes waiters and runs the OnReady callbacks (with mu_ released).
+  // Publishes `state`, wakes waiters and runs the OnReady callbacks (with the lock released).
   void Complete(State state, std::unique_lock<std::mutex>& lock);
 
+  // What only a placeholder needs: waiting for Assign or Fail. Data created ready never waits.
+  struct Waiting {
+    // std::mutex rather than absl::Mutex: the prebuilt Abseil is invisible to ThreadSanitizer.
+    std::mutex mu;
+    std::condition_variable cv;
+    absl::Status error;                                              // guarded by mu
+    std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters;  // guarded by mu
+  };
+
   // Declared first, so destroyed last: the buffers below go before the client they live in.
+  // The fields every execution reads come first; ready data touches few cache lines.
   const std::shared_ptr<pjrt::Client> client_;
   const std::shared_ptr<const DataLayout> layout_;
   std::atomic<State> state_{State::kPending};
-  // Written once, before state_ leaves kPending (release); read after an acquire load.
-  std::shared_ptr<const ShardBuffers> buffers_;
-  // std::mutex rather than absl::Mutex: the prebuilt Abseil is invisible to ThreadSanitizer.
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  absl::Status error_;  // guarded by mu_
-  std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters_;  // guarded by mu_
+  // The buffers: &own_, or &owner_->own_ for an assigned placeholder. shards_ and owner_ are
+  // written once, before state_ leaves kPending (release), and read after an acquire load.
+  const ShardBuffers* shards_ = nullptr;
+  std::shared_ptr<const Data> owner_;  // the data whose buffers an assigned placeholder reads
+  const std::unique_ptr<Waiting> waiting_;  // placeholders only
+  ShardBuffers own_;
 };
 
 }  // namespace shardrt
