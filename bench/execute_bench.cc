@@ -32,7 +32,11 @@
 //   build/bench/execute_bench [Google Benchmark flags]     every arm x D in {1,2,4,8} x
 //                                                          k in {1,10,100,1000}
 //   build/bench/execute_bench --serve --devices D          the line protocol bench/run drives:
-//       setup K | run K ARM N | free K | info | threads | quit    (interleaves arms and peers)
+//       setup K | run K ARM N | mix K N SEED ARM... | free K | info | threads | quit
+//       (`run`: N calls of one arm; `mix`: N calls of each arm, interleaved call by call in an
+//       order shuffled afresh for every call, seeded: the machine's drift falls on every arm
+//       alike, which narrows the paired ratios' intervals; it also reports how many tasks the
+//       shardrt arm's calls gave its pool: 0 when the cost model ran everything inline)
 //   --raw-destroy-output-major                             raw frees outputs in [o][d] order
 //   --shardrt-drop-each                                    shardrt drops outputs one by one
 #include <benchmark/benchmark.h>
@@ -42,6 +46,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <unordered_map>
 
@@ -303,6 +308,11 @@ class Case {
   }
 
   double compile_seconds() const { return compile_seconds_; }
+  // Tasks the shardrt arm's pool has been given so far (ParallelFor's helper blocks).
+  int64_t ShardrtPoolTasks() const {
+    const ThreadPool* pool = rt_.shardrt->pool();
+    return pool == nullptr ? 0 : pool->tasks_scheduled();
+  }
 
   // One call of `arm`: execute, await, destroy the outputs.
   void Run(Arm arm) {
@@ -572,6 +582,54 @@ absl::Status Serve(int devices, const std::vector<std::string>& w, std::string& 
       }
       absl::StrAppend(&fields, ",\"execute_replicated_ns\":", JsonIntList(metric));
     }
+    return absl::OkStatus();
+  }
+  if (w[0] == "mix") {
+    SHARDRT_ASSIGN_OR_RETURN(int k, int_at(1));
+    SHARDRT_ASSIGN_OR_RETURN(int n, int_at(2));
+    SHARDRT_ASSIGN_OR_RETURN(int seed, int_at(3));
+    std::vector<Arm> arms;
+    for (size_t i = 4; i < w.size(); ++i) {
+      std::optional<Arm> arm = ArmByName(w[i]);
+      if (!arm) return absl::InvalidArgumentError(absl::StrCat("unknown arm: ", w[i]));
+      arms.push_back(*arm);
+    }
+    if (arms.empty()) return absl::InvalidArgumentError("mix needs at least one arm");
+    SHARDRT_ASSIGN_OR_RETURN(Case * c, GetCase(devices, k));
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    std::vector<size_t> order(arms.size());
+    std::vector<std::vector<int64_t>> samples(arms.size(), std::vector<int64_t>(n));
+    std::vector<int64_t> metric;  // the shardrt arm's ExecuteReplicatedTime samples
+    metric.reserve(n);
+    int64_t pool_tasks = 0;  // pool tasks during the shardrt arm's calls: 0 = all inline
+    static Metric* const execute_replicated =
+        GlobalMetrics().GetMetric(kExecuteReplicatedTime, MetricRepr::kTime);
+    for (int i = 0; i < n; ++i) {
+      for (size_t a = 0; a < order.size(); ++a) order[a] = a;
+      std::shuffle(order.begin(), order.end(), rng);
+      for (size_t a : order) {
+        // Both shardrt arms record the metric; each reads its running sum around its own call
+        // (untimed, no allocation), and the shardrt arm keeps the difference.
+        const bool records = arms[a] == Arm::kShardrt || arms[a] == Arm::kSerial;
+        const double before = records ? execute_replicated->Accumulator() : 0.0;
+        const int64_t tasks_before = c->ShardrtPoolTasks();
+        const int64_t t0 = NowNs();
+        c->Run(arms[a]);
+        samples[a][i] = NowNs() - t0;
+        const double after = records ? execute_replicated->Accumulator() : 0.0;
+        if (arms[a] == Arm::kShardrt) {
+          metric.push_back(static_cast<int64_t>(after - before));
+          pool_tasks += c->ShardrtPoolTasks() - tasks_before;
+        }
+      }
+    }
+    absl::StrAppend(&fields, ",\"mixed\":{");
+    for (size_t a = 0; a < arms.size(); ++a) {
+      absl::StrAppend(&fields, a ? "," : "", JsonString(ArmName(arms[a])), ":",
+                      JsonIntList(samples[a]));
+    }
+    absl::StrAppend(&fields, "},\"execute_replicated_ns\":", JsonIntList(metric),
+                    ",\"shardrt_pool_tasks\":", pool_tasks);
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown command: ", w[0]));

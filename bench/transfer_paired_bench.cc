@@ -5,7 +5,8 @@
 // than devices some devices hold only padding, as XLA's tiling has it. Arms:
 //   raw-up       PJRT_Client_BufferFromHostBuffer per device from host shards padded in advance,
 //                then every done-with-host-buffer event awaited (the buffers are freed after)
-//   up           ComputationClient::TransferToDevice of the global array (the data freed after)
+//   up           ComputationClient::TransferToDevice of the global array (its one-array form;
+//                the data freed after)
 //   raw-down     PJRT_Buffer_ToHostBuffer per device into a destination prepared in advance,
 //                every event awaited
 //   down-into    ComputationClient::TransferFromDevice(data, into): into caller memory
@@ -117,7 +118,7 @@ void RawUp(Point& p) {
 }
 
 void Up(Point& p) {
-  auto data = p.client->TransferToDevice({&p.view, 1}, {&p.layout, 1});
+  auto data = p.client->TransferToDevice(p.view, p.layout);
   CheckOk(data.status(), "TransferToDevice");
 }
 

@@ -56,7 +56,10 @@ ThreadPool::~ThreadPool() = default;
 
 int ThreadPool::num_threads() const { return impl_->pool.NumThreads(); }
 
-void ThreadPool::Schedule(std::function<void()> task) { impl_->pool.Schedule(std::move(task)); }
+void ThreadPool::Schedule(std::function<void()> task) {
+  tasks_scheduled_.fetch_add(1, std::memory_order_relaxed);
+  impl_->pool.Schedule(std::move(task));
+}
 
 int ThreadPool::CurrentThreadId() const { return impl_->pool.CurrentThreadId(); }
 

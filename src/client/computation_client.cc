@@ -142,6 +142,12 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::TransferToDevice(
   return shardrt::TransferToDevice(client_, pool_, arrays, layouts);
 }
 
+absl::StatusOr<DataPtr> ComputationClient::TransferToDevice(
+    const HostArrayView& array, const std::shared_ptr<const DataLayout>& layout) {
+  SHARDRT_TRACE_SPAN("TransferToDevice", "transfer");
+  return shardrt::TransferToDevice(client_, pool_, array, layout);
+}
+
 absl::StatusOr<DataPtr> ComputationClient::TransferShardsToDevice(
     std::shared_ptr<const DataLayout> layout, absl::Span<const std::span<const std::byte>> shards) {
   SHARDRT_TRACE_SPAN("TransferShardsToDevice", "transfer");

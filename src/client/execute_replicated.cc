@@ -111,7 +111,7 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
     if (!resharded.empty()) args = resharded;
   }
 
-  std::vector<PJRT_Buffer*> matrix;
+  BufferList matrix;
   {
     SHARDRT_TRACE_SPAN("ArgumentPlumbing", "client");
     SHARDRT_RETURN_IF_ERROR(BuildArgumentMatrix(computation, args, matrix));
@@ -119,7 +119,7 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
       SHARDRT_RETURN_IF_ERROR(CheckDonatedOnce(computation, matrix, options));
     }
   }
-  std::vector<PJRT_Buffer*> outputs;
+  BufferList outputs;
   {
     SHARDRT_TRACE_SPAN("PjrtExecute", "client");
     SHARDRT_RETURN_IF_ERROR(Launch(computation, matrix, options, outputs));
@@ -136,7 +136,7 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::Execute(
 // of the devices x arguments matrix with its per-device buffers, in parallel over arguments.
 absl::Status ComputationClient::BuildArgumentMatrix(const Computation& computation,
                                                     absl::Span<const DataPtr> args,
-                                                    std::vector<PJRT_Buffer*>& matrix) {
+                                                    BufferList& matrix) {
   const size_t num_args = computation.num_parameters();
   const size_t num_devices = computation.num_devices();
   matrix.resize(num_devices * num_args);
@@ -177,7 +177,7 @@ absl::Status ComputationClient::BuildArgumentMatrix(const Computation& computati
 // devices' parts of such a launch and then never completes a later execution. Arguments are
 // the same data when their first-device buffers are (a placeholder shares its source's).
 absl::Status ComputationClient::CheckDonatedOnce(const Computation& computation,
-                                                 const std::vector<PJRT_Buffer*>& matrix,
+                                                 const BufferList& matrix,
                                                  const ExecuteReplicatedOptions& options) {
   absl::flat_hash_map<PJRT_Buffer*, int64_t> donated;
   for (int64_t p : computation.donated_parameters()) {
@@ -204,15 +204,15 @@ absl::Status ComputationClient::CheckDonatedOnce(const Computation& computation,
 // on each other, so its launches need neither the slots nor the completion events that free
 // them.
 absl::Status ComputationClient::Launch(const Computation& computation,
-                                       const std::vector<PJRT_Buffer*>& matrix,
+                                       const BufferList& matrix,
                                        const ExecuteReplicatedOptions& options,
-                                       std::vector<PJRT_Buffer*>& outputs) {
+                                       BufferList& outputs) {
   const size_t num_args = computation.num_parameters();
   const size_t num_devices = computation.num_devices();
   const size_t num_outputs = computation.num_outputs();
-  std::vector<PJRT_Buffer* const*> argument_lists(num_devices);
+  absl::InlinedVector<PJRT_Buffer* const*, 8> argument_lists(num_devices);
   outputs.assign(num_devices * num_outputs, nullptr);
-  std::vector<PJRT_Buffer**> output_lists(num_devices);
+  absl::InlinedVector<PJRT_Buffer**, 8> output_lists(num_devices);
   for (size_t d = 0; d < num_devices; ++d) {
     argument_lists[d] = matrix.data() + d * num_args;
     output_lists[d] = outputs.data() + d * num_outputs;
@@ -245,7 +245,7 @@ absl::Status ComputationClient::Launch(const Computation& computation,
 // saves (bench/run: parallel wrapping was 2-10 % slower per call than inline at k = 100 and
 // 1000 on every D measured).
 absl::StatusOr<std::vector<DataPtr>> ComputationClient::WrapOutputs(
-    const Computation& computation, const std::vector<PJRT_Buffer*>& outputs) {
+    const Computation& computation, const BufferList& outputs) {
   const size_t num_devices = computation.num_devices();
   const size_t num_outputs = computation.num_outputs();
   std::vector<DataPtr> results(num_outputs);

@@ -162,7 +162,7 @@ void Data::ReleaseAll(std::vector<DataPtr>& data) {
   // The data owning each entry's buffers: the entry itself, or the data an assigned placeholder
   // reads. owner_ is written once, before the state leaves kPending; a placeholder still pending
   // (or being assigned now) has no buffers to release and is simply dropped.
-  std::vector<std::shared_ptr<const Data>> owners;
+  absl::InlinedVector<std::shared_ptr<const Data>, 8> owners;
   owners.reserve(data.size());
   for (DataPtr& d : data) {
     if (d != nullptr && d->state() != State::kPending) {
@@ -177,7 +177,11 @@ void Data::ReleaseAll(std::vector<DataPtr>& data) {
   data.clear();
   // Only this vector references these now: nobody can take a new reference (shared_from_this
   // needs a live reference to the data).
-  std::erase_if(owners, [](const std::shared_ptr<const Data>& o) { return o.use_count() != 1; });
+  owners.erase(std::remove_if(owners.begin(), owners.end(),
+                              [](const std::shared_ptr<const Data>& o) {
+                                return o.use_count() != 1;
+                              }),
+               owners.end());
   size_t devices = 0;
   for (const auto& o : owners) devices = std::max(devices, o->own_.buffers.size());
   for (size_t i = 0; i < devices; ++i) {

@@ -27,58 +27,15 @@ struct UploadTask {
   const std::byte* origin = nullptr;  // dense row-major shard bytes
 };
 
-// A row-major shard is one contiguous run of the global array when, for its first dim k that
-// is not whole, every dim before k has extent 1 and every dim after k is whole.
-bool ShardIsContiguous(const ShardGeometry& g, int64_t d) {
-  int64_t k = 0;
-  while (k < g.rank() && g.limit(d)[k] - g.start(d)[k] == g.shape()[k]) ++k;
-  for (int64_t i = 0; i < k; ++i) {
-    if (g.shape()[i] != 1 && k < g.rank()) return false;
-  }
-  for (int64_t i = k + 1; i < g.rank(); ++i) {
-    if (g.limit(d)[i] - g.start(d)[i] != g.shape()[i]) return false;
-  }
-  return true;
-}
-
-// True when device d's shard is a whole (unpadded) contiguous run of the global array, so it
-// can move straight between its device buffer and the global host array.
-bool ShardIsRun(const ShardGeometry& g, int64_t d) {
-  return g.holds_data(d) && g.exact_shape(d) == g.shard_shape() && ShardIsContiguous(g, d);
-}
-
-// Whether every device's shard is a run (an upload writes every device).
-bool ShardsAreRuns(const ShardGeometry& g) {
-  for (int64_t d = 0; d < g.num_devices(); ++d) {
-    if (!ShardIsRun(g, d)) return false;
-  }
-  return true;
-}
-
-// Whether the shards a download reads, the first device of every tile, are runs.
-bool TilesAreRuns(const ShardGeometry& g) {
-  for (int64_t t = 0; t < g.num_tiles(); ++t) {
-    if (!ShardIsRun(g, g.tile_devices(t)[0])) return false;
-  }
-  return true;
-}
-
-// Byte offset of device d's shard origin in the row-major global array.
-int64_t ShardOffsetBytes(const ShardGeometry& g, int64_t d, int64_t element_bytes) {
-  int64_t offset = 0, stride = element_bytes;
-  for (int64_t k = g.rank() - 1; k >= 0; --k) {
-    offset += g.start(d)[k] * stride;
-    stride *= g.shape()[k];
-  }
-  return offset;
-}
-
 }  // namespace
 
-absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
-    const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool,
-    std::span<const HostArrayView> arrays,
-    std::span<const std::shared_ptr<const DataLayout>> layouts) {
+namespace {
+
+// TransferToDevice's work: uploads arrays[i] with layouts[i] into out[i] (arrays.size() slots).
+absl::Status UploadArrays(const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool,
+                          std::span<const HostArrayView> arrays,
+                          std::span<const std::shared_ptr<const DataLayout>> layouts,
+                          DataPtr* out) {
   static Metric* const time = GlobalMetrics().GetMetric(kTransferToDeviceTime, MetricRepr::kTime);
   static Metric* const bytes_in = GlobalMetrics().GetMetric(kInboundData, MetricRepr::kBytes);
   const int64_t start_ns = MetricsNowNs();
@@ -115,7 +72,7 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
     // (column blocks, padded uneven shards) are first copied into dense shards. (A strided
     // host view would save that copy, but the CPU plugin then keeps a non-default device
     // layout that executions misread.)
-    const bool direct = ShardsAreRuns(g);
+    const bool direct = layout.shards_are_runs;
     if (!direct) {
       if (padded.empty()) padded.resize(arrays.size());
       SHARDRT_ASSIGN_OR_RETURN(padded[i],
@@ -124,7 +81,7 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
     shards[i].buffers.resize(layout.devices.size());
     for (size_t d = 0; d < layout.devices.size(); ++d) {
       const std::byte* origin =
-          direct ? a.data.data() + ShardOffsetBytes(g, static_cast<int64_t>(d), elem)
+          direct ? a.data.data() + layout.shard_offsets[d] * elem
                  : padded[i][d].data();
       tasks.push_back(UploadTask{i, d, origin});
     }
@@ -155,18 +112,35 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
     if (first_error.ok() && !s.ok()) first_error = s;
   }
   SHARDRT_RETURN_IF_ERROR(first_error);
-  std::vector<DataPtr> out;
-  out.reserve(arrays.size());
   for (size_t i = 0; i < arrays.size(); ++i) {
     ShardBuffers& s = shards[i];
     s.handles.reserve(s.buffers.size());
     for (const pjrt::Buffer& b : s.buffers) s.handles.push_back(b.handle());
-    out.push_back(Data::CreateUnchecked(client, layouts[i], std::move(shards[i])));
+    out[i] = Data::CreateUnchecked(client, layouts[i], std::move(shards[i]));
   }
   // One clock read for both samples (a failed transfer records neither).
   const int64_t now_ns = MetricsNowNs();
   time->AddSample(now_ns, static_cast<double>(now_ns - start_ns));
   bytes_in->AddSample(now_ns, static_cast<double>(total_bytes));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
+    const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool,
+    std::span<const HostArrayView> arrays,
+    std::span<const std::shared_ptr<const DataLayout>> layouts) {
+  std::vector<DataPtr> out(arrays.size());
+  SHARDRT_RETURN_IF_ERROR(UploadArrays(client, pool, arrays, layouts, out.data()));
+  return out;
+}
+
+absl::StatusOr<DataPtr> TransferToDevice(const std::shared_ptr<pjrt::Client>& client,
+                                         ThreadPool* pool, const HostArrayView& array,
+                                         const std::shared_ptr<const DataLayout>& layout) {
+  DataPtr out;
+  SHARDRT_RETURN_IF_ERROR(UploadArrays(client, pool, {&array, 1}, {&layout, 1}, &out));
   return out;
 }
 
@@ -249,13 +223,13 @@ absl::Status TransferFromDeviceInto(ThreadPool* pool, std::span<const DataPtr> d
     }
     SHARDRT_ASSIGN_OR_RETURN(int64_t shard_elems, NumElements(layout.shard_dims));
     const size_t shard_bytes = static_cast<size_t>(shard_elems * elem);
-    const bool direct = TilesAreRuns(g);
+    const bool direct = layout.tiles_are_runs;
     if (!direct) staging[i].resize(layout.devices.size());
     for (int64_t t = 0; t < g.num_tiles(); ++t) {
       const int64_t d = g.tile_devices(t)[0];
       std::byte* dst = nullptr;
       if (direct) {
-        dst = into[i].data() + ShardOffsetBytes(g, d, elem);
+        dst = into[i].data() + layout.shard_offsets[d] * elem;
       } else {
         staging[i][d].resize(shard_bytes);
         dst = staging[i][d].data();

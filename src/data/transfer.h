@@ -27,6 +27,10 @@ namespace shardrt {
     const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool,
     std::span<const HostArrayView> arrays,
     std::span<const std::shared_ptr<const DataLayout>> layouts);
+// Uploads one array with `layout`; as above, without the list.
+[[nodiscard]] absl::StatusOr<DataPtr> TransferToDevice(
+    const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool, const HostArrayView& array,
+    const std::shared_ptr<const DataLayout>& layout);
 
 // Uploads per-device shards the caller already holds: shards[d] is device d's buffer in the
 // layout's padded shard shape (row-major). Error: InvalidArgument naming the device whose shard

@@ -623,12 +623,12 @@ nb::object Put(const RuntimePtr& rt, HostInput array, const PySharding& sharding
   std::shared_ptr<const DataLayout> layout =
       Value(client.MakeLayout(shape, sharding.get(), DevicesByIds(*rt, device_ids)));
   HostArrayView view{type, shape.dims, BytesOf(array)};
-  absl::StatusOr<std::vector<DataPtr>> data;
+  absl::StatusOr<DataPtr> data;
   {
     nb::gil_scoped_release release;  // `array` (and its memory) stays referenced meanwhile
-    data = client.TransferToDevice({&view, 1}, {&layout, 1});
+    data = client.TransferToDevice(view, layout);
   }
-  return WrapArray(rt, std::move(Value(std::move(data))[0]));
+  return WrapArray(rt, Value(std::move(data)));
 }
 
 nb::object PutShards(const RuntimePtr& rt, std::vector<HostInput> shards, nb::tuple global_shape,

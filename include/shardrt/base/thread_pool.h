@@ -11,6 +11,7 @@
 // tasks that start after the work is gone return at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -59,10 +60,15 @@ class ThreadPool {
   // else -1.
   int CurrentThreadId() const;
 
+  // How many tasks Schedule has been given so far: tells a benchmark or test whether
+  // ParallelFor split its work or ran it inline. Thread-safe.
+  int64_t tasks_scheduled() const { return tasks_scheduled_.load(std::memory_order_relaxed); }
+
  private:
   struct Impl;  // the Eigen pool, kept out of this header
   std::unique_ptr<Impl> impl_;
   int cores_ = 1;
+  std::atomic<int64_t> tasks_scheduled_{0};
 };
 
 // The cost estimate that guides ParallelFor's split.

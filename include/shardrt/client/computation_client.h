@@ -21,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "shardrt/base/thread_pool.h"
@@ -106,10 +107,17 @@ class ComputationClient {
       const ArrayShape& shape, const Sharding& sharding,
       std::vector<const pjrt::Device*> devices = {}) const;
 
-  // Uploads host arrays, each split by its layout; only shards travel. See transfer.h.
+  // Uploads host arrays, each split by its layout: each device receives only its shard, read
+  // in place from the caller's memory where the shard is a contiguous run of it (row blocks,
+  // replicated), else from a zero-padded host copy. Blocks until the caller's memory is no
+  // longer needed. Errors (nothing is kept): InvalidArgument naming the array when its type or
+  // dims differ from its layout's or its byte size is wrong; the plugin's error. Thread-safe.
   [[nodiscard]] absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
       absl::Span<const HostArrayView> arrays,
       absl::Span<const std::shared_ptr<const DataLayout>> layouts);
+  // Uploads one array with `layout`; as above, without the lists.
+  [[nodiscard]] absl::StatusOr<DataPtr> TransferToDevice(
+      const HostArrayView& array, const std::shared_ptr<const DataLayout>& layout);
   // Uploads per-device shards (padded shard shape, row-major) as one piece of data.
   [[nodiscard]] absl::StatusOr<DataPtr> TransferShardsToDevice(
       std::shared_ptr<const DataLayout> layout, absl::Span<const std::span<const std::byte>> shards);
@@ -198,20 +206,22 @@ class ComputationClient {
   absl::StatusOr<DataPtr> ReshardTo(const DataPtr& data, const Sharding& sharding);
   absl::StatusOr<DataPtr> Reshard(const DataPtr& data, std::shared_ptr<const DataLayout> target);
   // ExecuteReplicated's steps (execute_replicated.cc): check the arguments and build the
-  // devices x arguments buffer matrix, one PJRT launch, wrap the outputs.
+  // devices x arguments buffer matrix, one PJRT launch, wrap the outputs. Buffer lists are
+  // inline up to 16 handles: small calls allocate nothing for them.
+  using BufferList = absl::InlinedVector<PJRT_Buffer*, 16>;
   absl::StatusOr<std::vector<DataPtr>> Execute(const Computation& computation,
                                                absl::Span<const DataPtr> arguments,
                                                const ExecuteReplicatedOptions& options);
   absl::Status CheckDonatedOnce(const Computation& computation,
-                                const std::vector<PJRT_Buffer*>& matrix,
+                                const BufferList& matrix,
                                 const ExecuteReplicatedOptions& options);
   absl::Status BuildArgumentMatrix(const Computation& computation,
                                    absl::Span<const DataPtr> arguments,
-                                   std::vector<PJRT_Buffer*>& matrix);
-  absl::Status Launch(const Computation& computation, const std::vector<PJRT_Buffer*>& matrix,
-                      const ExecuteReplicatedOptions& options, std::vector<PJRT_Buffer*>& outputs);
+                                   BufferList& matrix);
+  absl::Status Launch(const Computation& computation, const BufferList& matrix,
+                      const ExecuteReplicatedOptions& options, BufferList& outputs);
   absl::StatusOr<std::vector<DataPtr>> WrapOutputs(const Computation& computation,
-                                                   const std::vector<PJRT_Buffer*>& outputs);
+                                                   const BufferList& outputs);
 
   std::shared_ptr<pjrt::Client> client_;
   // Shared with the completion callbacks of executions in flight.

@@ -26,6 +26,12 @@ struct DataLayout {
   // 64-bit hash of (type, dims, canonical sharding text, device ids): ExecuteReplicated checks
   // an argument by comparing this alone.
   uint64_t fingerprint = 0;
+  // Facts transfers read on every call, computed once here. A shard is a "run" when it is
+  // whole (unpadded) and one contiguous run of the row-major global array, so it can move
+  // straight between its device buffer and the caller's memory.
+  bool shards_are_runs = false;         // every device's shard (uploads write every device)
+  bool tiles_are_runs = false;          // the first device's shard of every tile (downloads)
+  std::vector<int64_t> shard_offsets;   // row-major element offset of each device's shard origin
 
   // Builds a layout, computing the padded shard dims and the fingerprint.
   // Errors: InvalidArgument if the sharding does not fit the shape or the device count, or a

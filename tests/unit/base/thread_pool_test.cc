@@ -135,6 +135,7 @@ TEST(ParallelForTest, SmallWorkRunsInlineAsOneBlock) {
   ASSERT_EQ(log.ranges.size(), 1u);
   EXPECT_EQ(log.ranges[0], std::make_pair(int64_t{0}, int64_t{10}));
   EXPECT_EQ(log.threads[0], std::this_thread::get_id());
+  EXPECT_EQ(pool.tasks_scheduled(), 0);  // nothing went to the pool
 }
 
 TEST(ParallelForTest, NullPoolRunsInline) {
@@ -165,6 +166,7 @@ TEST(ParallelForTest, LargeWorkIsSplitIntoThreadsPlusOneBlocks) {
               }).ok());
   EXPECT_EQ(log.ranges.size(), 4u);  // 3 workers + the caller
   for (const auto& [begin, end] : log.ranges) EXPECT_EQ(end - begin, 100);
+  EXPECT_EQ(pool.tasks_scheduled(), 3);  // one helper task per block but the caller's
 }
 
 TEST(ParallelForTest, BlocksAreAtLeastTheMinimumCost) {
