@@ -248,20 +248,17 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::WrapOutputs(
     const Computation& computation, const BufferList& outputs) {
   const size_t num_devices = computation.num_devices();
   const size_t num_outputs = computation.num_outputs();
-  std::vector<DataPtr> results(num_outputs);
   const PJRT_Api* api = client_->api();
-  for (size_t o = 0; o < num_outputs; ++o) {
-    ShardBuffers shards;
-    shards.buffers.reserve(num_devices);
-    shards.handles.reserve(num_devices);
-    for (size_t d = 0; d < num_devices; ++d) {
-      PJRT_Buffer* b = outputs[d * num_outputs + o];
-      shards.handles.push_back(b);
-      shards.buffers.emplace_back(api, b);
-    }
-    results[o] = Data::CreateUnchecked(client_, computation.output_layout(o), std::move(shards));
-  }
-  return results;
+  return Data::CreateUncheckedBatch(
+      client_, computation.output_layouts(), [&](size_t o, ShardBuffers& shards) {
+        shards.buffers.reserve(num_devices);
+        shards.handles.reserve(num_devices);
+        for (size_t d = 0; d < num_devices; ++d) {
+          PJRT_Buffer* b = outputs[d * num_outputs + o];
+          shards.handles.push_back(b);
+          shards.buffers.emplace_back(api, b);
+        }
+      });
 }
 
 }  // namespace shardrt

@@ -1,12 +1,88 @@
 #include "shardrt/data/data.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <new>
 #include <chrono>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 
 namespace shardrt {
+namespace {
+
+// Host memory for the Data objects of one batch (CreateUncheckedBatch): carved in order, given
+// back when the last object carved from it is freed. Each object still dies on its own (its
+// device buffers with it); only this memory waits for the last of them.
+class alignas(64) DataBlock {
+ public:
+  static DataBlock* Create(size_t bytes) {
+    void* memory = ::operator new(sizeof(DataBlock) + bytes, std::align_val_t{alignof(DataBlock)});
+    return new (memory) DataBlock(bytes);
+  }
+
+  // `bytes` at `align` from the block, counted as one more live object; null when it is full.
+  void* Allocate(size_t bytes, size_t align) {
+    const size_t start = (used_ + align - 1) / align * align;
+    if (start + bytes > capacity_) return nullptr;
+    used_ = start + bytes;
+    live_.fetch_add(1, std::memory_order_relaxed);
+    return storage() + start;
+  }
+  bool Owns(const void* p) const {
+    const std::byte* b = static_cast<const std::byte*>(p);
+    return b >= storage() && b < storage() + capacity_;
+  }
+  // One holder fewer (an object, or the creator); the last one frees the block.
+  void Release() {
+    if (live_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      this->~DataBlock();
+      ::operator delete(static_cast<void*>(this), std::align_val_t{alignof(DataBlock)});
+    }
+  }
+
+ private:
+  explicit DataBlock(size_t capacity) : capacity_(capacity) {}
+  std::byte* storage() { return reinterpret_cast<std::byte*>(this + 1); }
+  const std::byte* storage() const { return reinterpret_cast<const std::byte*>(this + 1); }
+
+  std::atomic<int64_t> live_{1};  // the creator until it calls Release, plus every object
+  const size_t capacity_;
+  size_t used_ = 0;  // written by the creator only, before any object is shared
+};
+static_assert(sizeof(DataBlock) % 64 == 0);  // storage() starts 64-byte aligned
+
+// The allocator of a batch's shared_ptr control blocks (each holds its Data): from the block
+// while it has room, else from the heap.
+template <class T>
+struct BlockAllocator {
+  using value_type = T;
+  explicit BlockAllocator(DataBlock* b) : block(b) {}
+  template <class U>
+  BlockAllocator(const BlockAllocator<U>& other) : block(other.block) {}
+  T* allocate(size_t n) {
+    if (void* p = block->Allocate(n * sizeof(T), alignof(T))) return static_cast<T*>(p);
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) {
+    if (block->Owns(p)) {
+      block->Release();
+    } else {
+      ::operator delete(p, n * sizeof(T));
+    }
+  }
+  template <class U>
+  bool operator==(const BlockAllocator<U>& other) const { return block == other.block; }
+
+  DataBlock* block;
+};
+
+// Below this many pieces a batch allocates each Data on its own.
+constexpr size_t kMinBlockBatch = 4;
+// Room per Data in a block: the object, its shared_ptr control block and alignment.
+constexpr size_t kBlockBytesPerData = sizeof(Data) + 64;
+
+}  // namespace
 
 Data::Data(Key, std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout,
            bool placeholder)
@@ -43,6 +119,27 @@ DataPtr Data::CreateUnchecked(std::shared_ptr<pjrt::Client> client,
   data->shards_ = &data->own_;
   data->state_.store(State::kReady, std::memory_order_release);
   return data;
+}
+
+std::vector<DataPtr> Data::CreateUncheckedBatch(
+    const std::shared_ptr<pjrt::Client>& client,
+    absl::Span<const std::shared_ptr<const DataLayout>> layouts,
+    absl::FunctionRef<void(size_t i, ShardBuffers& buffers)> fill) {
+  const size_t n = layouts.size();
+  std::vector<DataPtr> out(n);
+  DataBlock* block = n >= kMinBlockBatch ? DataBlock::Create(n * kBlockBytesPerData) : nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    DataPtr data = block != nullptr
+                       ? std::allocate_shared<Data>(BlockAllocator<Data>(block), Key{}, client,
+                                                    layouts[i], /*placeholder=*/false)
+                       : std::make_shared<Data>(Key{}, client, layouts[i], /*placeholder=*/false);
+    fill(i, data->own_);
+    data->shards_ = &data->own_;
+    data->state_.store(State::kReady, std::memory_order_release);
+    out[i] = std::move(data);
+  }
+  if (block != nullptr) block->Release();  // the objects hold it now
+  return out;
 }
 
 DataPtr Data::CreatePlaceholder(std::shared_ptr<pjrt::Client> client,

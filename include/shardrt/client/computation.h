@@ -45,6 +45,9 @@ class Computation {
   const std::shared_ptr<const DataLayout>& output_layout(size_t i) const {
     return output_layouts_[i];
   }
+  const std::vector<std::shared_ptr<const DataLayout>>& output_layouts() const {
+    return output_layouts_;
+  }
   // True when parameter i is aliased to an output (its buffer is donated by default).
   bool donates_parameter(size_t i) const { return donated_[i]; }
   // The indices of the donated parameters, ascending.

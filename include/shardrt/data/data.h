@@ -18,8 +18,10 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "shardrt/data/data_layout.h"
 #include "shardrt/pjrt/buffer.h"
 #include "shardrt/pjrt/client.h"
@@ -51,6 +53,16 @@ class Data : public std::enable_shared_from_this<Data> {
   // caller guarantees one non-empty buffer per device, and handles[i] == buffers[i].handle()).
   static DataPtr CreateUnchecked(std::shared_ptr<pjrt::Client> client,
                                  std::shared_ptr<const DataLayout> layout, ShardBuffers buffers);
+  // Ready data for layouts.size() pieces at once, without checks: the hot path's output
+  // wrapping. fill(i, buffers) fills piece i's buffers in place (one non-empty buffer per
+  // device of layouts[i], handles[j] == buffers[j].handle()). The Data objects share one
+  // block of host memory, in order, which goes back when the last of them dies; each one's
+  // device buffers still die with it. Thread-safety: as CreateUnchecked; the pieces may then
+  // be used and dropped on any threads.
+  static std::vector<DataPtr> CreateUncheckedBatch(
+      const std::shared_ptr<pjrt::Client>& client,
+      absl::Span<const std::shared_ptr<const DataLayout>> layouts,
+      absl::FunctionRef<void(size_t i, ShardBuffers& buffers)> fill);
   // A placeholder: layout only; filled later by Assign or Fail.
   static DataPtr CreatePlaceholder(std::shared_ptr<pjrt::Client> client,
                                    std::shared_ptr<const DataLayout> layout);

@@ -580,6 +580,48 @@ TEST(TransferTest, RoundTripsForManyShardings) {
   }
 }
 
+// Many arrays uploaded (or outputs wrapped) together share one block of host memory for their
+// Data objects; each piece must still die on its own, its buffers with it, on any thread, and
+// the others keep their values.
+TEST(TransferTest, ManyArraysUploadedTogetherDieOneByOne) {
+  auto client = MakeClient();
+  ASSERT_NE(client, nullptr);
+  constexpr int kArrays = 12;
+  auto layout =
+      client->MakeLayout({ElementType::kF32, {16, 4}}, MustParse("{devices=[8,1]<=[8]}"));
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  std::vector<std::vector<float>> values(kArrays);
+  std::vector<HostArrayView> views;
+  for (int a = 0; a < kArrays; ++a) {
+    values[a] = RandomFloats(64, 100 + a);
+    views.push_back({ElementType::kF32, {16, 4}, std::as_bytes(std::span(values[a]))});
+  }
+  std::vector<std::shared_ptr<const DataLayout>> layouts(kArrays, *layout);
+  auto data = client->TransferToDevice(views, layouts);
+  ASSERT_TRUE(data.ok()) << data.status();
+  std::vector<std::weak_ptr<Data>> watched(data->begin(), data->end());
+  // Even pieces go now, on other threads; odd ones stay and still read back.
+  std::vector<std::thread> threads;
+  for (int a = 0; a < kArrays; a += 2) {
+    threads.emplace_back([piece = std::move((*data)[a])]() mutable { piece.reset(); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int a = 0; a < kArrays; ++a) {
+    EXPECT_EQ(watched[a].expired(), a % 2 == 0) << a;
+    if (a % 2 == 1) EXPECT_EQ(Values<float>(Download(*client, (*data)[a])), values[a]) << a;
+  }
+  // An odd one still works as an argument.
+  ComputationPtr c = CompileTestProgram(*client, "donate_add_one.mlir", 8);
+  ASSERT_NE(c, nullptr);
+  auto out = client->ExecuteReplicated(*c, {(*data)[1]},
+                                       {.non_donatable_input_indices = {0}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> y = Values<float>(Download(*client, (*out)[0]));
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], values[1][i] + 1);
+  data->clear();
+  for (int a = 0; a < kArrays; ++a) EXPECT_TRUE(watched[a].expired()) << a;
+}
+
 // TransferFromDevice into caller memory gives the same bytes as the allocating form for every
 // sharding kind (contiguous runs land in place, others through staging), writes nothing past
 // its destination, and refuses a destination of the wrong size or count before copying.
