@@ -15,8 +15,9 @@
 //   down         ComputationClient::TransferFromDevice(data): a new host array per call
 //   raw-down-rep, down-into-rep   the same downloads of the array replicated on all D devices
 //                (D > 1): one device's copy is enough, as raw PJRT would read it
-// One round runs every arm of a point once, in an order shuffled per round; an arm's sample is
-// the median time of `iters` back-to-back calls (iters sized to about 2 ms of work). Prints one
+// One round runs `iters` calls of every arm of a point (iters sized to about 5 ms of work per
+// arm), interleaved call by call in an order shuffled for every call; an arm's sample is the
+// median of its calls in the round. Prints one
 // JSON object per sample: {"devices", "bytes", "arm", "round", "us"}.
 //
 //   transfer_paired_bench [--devices 1,8] [--bytes 4,256,...] [--rounds N] [--seed S]
@@ -172,6 +173,13 @@ struct Arm {
   std::function<void(Point&)> run;
 };
 
+// One call of `arm`, in microseconds.
+double CallUs(Point& p, const Arm& arm) {
+  const Clock::time_point t0 = Clock::now();
+  arm.run(p);
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
 double SampleUs(Point& p, const Arm& arm, int iters) {
   std::vector<double> us(iters);
   for (int i = 0; i < iters; ++i) {
@@ -244,15 +252,21 @@ int Main(int argc, char** argv) {
       const int iters = static_cast<int>(std::clamp<int64_t>(10'000'000 / (bytes + 20'000), 3, 500));
       for (const Arm& arm : arms) SampleUs(p, arm, 2);  // warm-up
       for (int r = 0; r < rounds; ++r) {
+        // The arms' calls interleave one by one, each call's order shuffled: the plugin's
+        // modes (its worker asleep or awake) and the machine's drift fall on every arm alike.
         std::vector<size_t> order(arms.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::shuffle(order.begin(), order.end(), rng);
-        for (size_t i : order) {
-          const double us = SampleUs(p, arms[i], iters);
+        std::vector<std::vector<double>> us(arms.size(), std::vector<double>(iters));
+        for (int it = 0; it < iters; ++it) {
+          for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+          std::shuffle(order.begin(), order.end(), rng);
+          for (size_t i : order) us[i][it] = CallUs(p, arms[i]);
+        }
+        for (size_t i = 0; i < arms.size(); ++i) {
+          std::nth_element(us[i].begin(), us[i].begin() + iters / 2, us[i].end());
           std::printf("{\"devices\": %lld, \"bytes\": %lld, \"arm\": \"%s\", \"round\": %d, "
                       "\"us\": %.3f}\n",
                       static_cast<long long>(d), static_cast<long long>(bytes), arms[i].name, r,
-                      us);
+                      us[i][iters / 2]);
         }
       }
       std::fflush(stdout);
