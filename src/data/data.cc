@@ -177,7 +177,9 @@ void Data::Complete(State state, std::unique_lock<std::mutex>& lock) {
   for (auto& w : waiters) std::move(w)(status);
 }
 
-absl::Status Data::Assign(const Data& source) {
+absl::Status Data::Assign(const DataPtr& source_data) {
+  if (source_data == nullptr) return absl::InvalidArgumentError("cannot assign from null data");
+  const Data& source = *source_data;
   if (&source == this) return absl::InvalidArgumentError("cannot assign data to itself");
   if (absl::Status usable = source.Usable(); !usable.ok()) {
     return absl::FailedPreconditionError(
@@ -201,7 +203,7 @@ absl::Status Data::Assign(const Data& source) {
         absl::StrCat("Assign: data ", layout_->ToString(), " is not a pending placeholder"));
   }
   // Read the owner's buffers (a chain of placeholders ends at one owner).
-  owner_ = source.owner_ != nullptr ? source.owner_ : source.shared_from_this();
+  owner_ = source.owner_ != nullptr ? source.owner_ : source_data;
   shards_ = &owner_->own_;
   Complete(State::kReady, lock);
   return absl::OkStatus();
@@ -272,8 +274,7 @@ void Data::ReleaseAll(std::vector<DataPtr>& data) {
     d.reset();
   }
   data.clear();
-  // Only this vector references these now: nobody can take a new reference (shared_from_this
-  // needs a live reference to the data).
+  // Only this vector references these now: nobody can take a new reference.
   owners.erase(std::remove_if(owners.begin(), owners.end(),
                               [](const std::shared_ptr<const Data>& o) {
                                 return o.use_count() != 1;

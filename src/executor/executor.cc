@@ -158,15 +158,18 @@ void Executor::Core::Run(const ExecutionPtr& e) {
   e->arguments.clear();
 
   if (status.ok()) {
+    // Watch the devices before the outputs are published: once assigned, a later execution
+    // may take an output at once on another thread and donate its buffers, after which they
+    // can no longer be asked for a ready event.
+    if (track_device && !results.empty()) WatchDevices(e, *results[0]);
     SHARDRT_TRACE_SPAN("AssignOutputs", "executor");
     for (size_t i = 0; i < e->outputs.size(); ++i) {
-      absl::Status assigned = e->outputs[i]->Assign(*results[i]);
+      absl::Status assigned = e->outputs[i]->Assign(results[i]);
       if (!assigned.ok()) {
         e->outputs[i]->Fail(assigned);
         if (status.ok()) status = assigned;
       }
     }
-    if (track_device && !results.empty()) WatchDevices(e, *results[0]);
   } else {
     for (const DataPtr& out : e->outputs) out->Fail(status);
   }

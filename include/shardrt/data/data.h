@@ -40,7 +40,7 @@ struct ShardBuffers {
   absl::InlinedVector<pjrt::Buffer, 8> buffers;
 };
 
-class Data : public std::enable_shared_from_this<Data> {
+class Data {
  public:
   enum class State : int { kPending, kReady, kFailed, kDonated };
 
@@ -87,11 +87,11 @@ class Data : public std::enable_shared_from_this<Data> {
   }
 
   // Fills a placeholder with `source`'s buffers (shared, not copied: the placeholder keeps the
-  // data that owns them alive). Errors (nothing changes):
-  // FailedPrecondition if this is not a pending placeholder or `source` is not ready;
-  // InvalidArgument naming expected vs got if shape, type, sharding or devices differ, or the
-  // clients differ.
-  [[nodiscard]] absl::Status Assign(const Data& source);
+  // data that owns them alive). Errors (nothing changes): InvalidArgument if `source` is null
+  // or this very data; FailedPrecondition if this is not a pending placeholder or `source` is
+  // not ready; InvalidArgument naming expected vs got if shape, type, sharding or devices
+  // differ, or the clients differ.
+  [[nodiscard]] absl::Status Assign(const DataPtr& source);
   // Marks a pending placeholder failed with `error`; readers get that error. No-op if the data
   // is not pending.
   void Fail(absl::Status error);

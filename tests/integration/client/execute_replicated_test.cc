@@ -237,7 +237,7 @@ TEST_F(ExecuteReplicatedTest, PlaceholdersAreFilledByAssign) {
   absl::Status filled;
   std::thread filler([&] {
     auto out = client_->ExecuteReplicated(*c, {dx});
-    filled = out.ok() ? placeholder->Assign(*(*out)[0]) : out.status();
+    filled = out.ok() ? placeholder->Assign((*out)[0]) : out.status();
     if (!filled.ok()) placeholder->Fail(filled);
   });
   const absl::Status awaited = placeholder->Await(absl::Seconds(120));
@@ -248,9 +248,9 @@ TEST_F(ExecuteReplicatedTest, PlaceholdersAreFilledByAssign) {
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], x[i] + 1);
   // A second Assign, or one with another layout, is an error.
   DataPtr other = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x), Sharding::Replicated());
-  EXPECT_FALSE(placeholder->Assign(*other).ok());
+  EXPECT_FALSE(placeholder->Assign(other).ok());
   DataPtr wrong = client_->CreateDataPlaceholder(c->output_layout(0));
-  absl::Status mismatch = wrong->Assign(*other);
+  absl::Status mismatch = wrong->Assign(other);
   EXPECT_EQ(mismatch.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(mismatch.message().find("placeholder expects f32[16,4] {devices=[8,1]<=[8]}"),
             absl::string_view::npos)
@@ -275,7 +275,7 @@ TEST_F(ExecuteReplicatedTest, ReleaseAllDropsEverythingAndSparesWhatOthersHold) 
   }
   DataPtr also_held = outputs[1];                          // another reference to the same data
   DataPtr filled = client_->CreateDataPlaceholder(c->output_layout(0));
-  ASSERT_TRUE(filled->Assign(*outputs[2]).ok());           // shares output 2's buffers
+  ASSERT_TRUE(filled->Assign(outputs[2]).ok());           // shares output 2's buffers
   DataPtr donated = outputs[3];
   ASSERT_TRUE(client_->ExecuteReplicated(*c, {donated}).ok());  // output 3 is spent
   outputs.push_back(nullptr);
@@ -347,7 +347,7 @@ TEST_F(ExecuteReplicatedTest, DataDonatedAndPassedAgainIsRefusedBeforeThePlugin)
   DataPtr dy = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, y), rows);
   // The same data twice, or a placeholder sharing its buffers: refused, nothing launched.
   DataPtr alias = client_->CreateDataPlaceholder(c->parameter_layout(0));
-  ASSERT_TRUE(alias->Assign(*dx).ok());
+  ASSERT_TRUE(alias->Assign(dx).ok());
   for (const DataPtr& second : {dx, alias}) {
     auto twice = client_->ExecuteReplicated(*c, {dx, second});
     EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument) << twice.status();

@@ -179,7 +179,7 @@ TEST_F(ExecutorTest, RunsAheadOfAnUnfilledPlaceholderAndWaitsForIt) {
 
   const std::vector<int32_t> x0 = RandomInts(64, 2);
   DataPtr filled = UploadInts(x0);
-  ASSERT_TRUE(source->Assign(*filled).ok());
+  ASSERT_TRUE(source->Assign(filled).ok());
   ASSERT_TRUE(x->Await().ok());
   EXPECT_EQ(DownloadInts(x), PlusEach(x0, 10));
   EXPECT_EQ(DownloadInts(outs[3]), PlusEach(x0, 4));
@@ -208,7 +208,7 @@ TEST_F(ExecutorTest, SameDeviceSetRunsInScheduleOrder) {
       read = ScheduleOne(executor, scale, {x});
     }
     DataPtr value = UploadFor(*client_, *donate, 0, MakeArray(ElementType::kF32, {16, 4}, v));
-    ASSERT_TRUE(x->Assign(*value).ok());
+    ASSERT_TRUE(x->Assign(value).ok());
     value.reset();
     EXPECT_TRUE(consumed->Await().ok());
     absl::Status r = read->Await();
@@ -245,7 +245,7 @@ TEST_F(ExecutorTest, DisjointDeviceSetsRunIndependently) {
   EXPECT_EQ(lx->state(), Data::State::kPending);
   EXPECT_EQ(Values<int32_t>(Download(*client_, hx)), PlusEach(b, 50));
   DataPtr la = UploadFor(*client_, *low, 0, MakeArray(ElementType::kS32, {16, 4}, a));
-  ASSERT_TRUE(low_source->Assign(*la).ok());
+  ASSERT_TRUE(low_source->Assign(la).ok());
   ASSERT_TRUE(executor.WaitForAll().ok());
   EXPECT_EQ(Values<int32_t>(Download(*client_, lx)), PlusEach(a, 50));
 }
@@ -398,7 +398,7 @@ TEST_F(ExecutorTest, BackpressureBoundsExecutionsInFlight) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(returned.load());  // blocked: two in flight
   const std::vector<int32_t> x0 = RandomInts(64, 6);
-  ASSERT_TRUE(source->Assign(*UploadInts(x0)).ok());
+  ASSERT_TRUE(source->Assign(UploadInts(x0)).ok());
   producer.join();
   EXPECT_TRUE(returned.load());
   ASSERT_TRUE(executor.WaitForAll().ok());
@@ -420,7 +420,7 @@ TEST_F(ExecutorTest, DestructionCancelsExecutionsWaitingForUnfilledPlaceholders)
   EXPECT_EQ(waiting->Await().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(DownloadInts(done), PlusEach(v, 1));
   // Filling the placeholder afterwards is harmless.
-  EXPECT_TRUE(source->Assign(*UploadInts(v)).ok());
+  EXPECT_TRUE(source->Assign(UploadInts(v)).ok());
 }
 
 TEST_F(ExecutorTest, DeviceLockWaitHasSamplesAfterARun) {
