@@ -180,17 +180,6 @@ double CallUs(Point& p, const Arm& arm) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
-double SampleUs(Point& p, const Arm& arm, int iters) {
-  std::vector<double> us(iters);
-  for (int i = 0; i < iters; ++i) {
-    const Clock::time_point t0 = Clock::now();
-    arm.run(p);
-    us[i] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-  }
-  std::nth_element(us.begin(), us.begin() + iters / 2, us.end());
-  return us[iters / 2];
-}
-
 std::vector<int64_t> ParseList(const char* text) {
   std::vector<int64_t> out;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
@@ -250,7 +239,10 @@ int Main(int argc, char** argv) {
       }
       // About 5 ms of work per sample at ~2 GB/s, at least 3 calls and at most 500.
       const int iters = static_cast<int>(std::clamp<int64_t>(10'000'000 / (bytes + 20'000), 3, 500));
-      for (const Arm& arm : arms) SampleUs(p, arm, 2);  // warm-up
+      for (const Arm& arm : arms) {  // warm-up
+        CallUs(p, arm);
+        CallUs(p, arm);
+      }
       for (int r = 0; r < rounds; ++r) {
         // The arms' calls interleave one by one, each call's order shuffled: the plugin's
         // modes (its worker asleep or awake) and the machine's drift fall on every arm alike.

@@ -1,9 +1,9 @@
 #include "shardrt/data/data.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <new>
-#include <chrono>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -116,8 +116,7 @@ DataPtr Data::CreateUnchecked(std::shared_ptr<pjrt::Client> client,
   DataPtr data =
       std::make_shared<Data>(Key{}, std::move(client), std::move(layout), /*placeholder=*/false);
   data->own_ = std::move(buffers);
-  data->shards_ = &data->own_;
-  data->state_.store(State::kReady, std::memory_order_release);
+  data->PublishOwn();
   return data;
 }
 
@@ -134,8 +133,7 @@ std::vector<DataPtr> Data::CreateUncheckedBatch(
                                                     layouts[i], /*placeholder=*/false)
                        : std::make_shared<Data>(Key{}, client, layouts[i], /*placeholder=*/false);
     fill(i, data->own_);
-    data->shards_ = &data->own_;
-    data->state_.store(State::kReady, std::memory_order_release);
+    data->PublishOwn();
     out[i] = std::move(data);
   }
   if (block != nullptr) block->Release();  // the objects hold it now
@@ -166,6 +164,11 @@ absl::Status Data::Usable() const {
   return absl::InternalError("unknown data state");
 }
 
+void Data::PublishOwn() {
+  shards_ = &own_;
+  state_.store(State::kReady, std::memory_order_release);
+}
+
 void Data::Complete(State state, std::unique_lock<std::mutex>& lock) {
   state_.store(state, std::memory_order_release);
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters =
@@ -193,15 +196,13 @@ absl::Status Data::Assign(const DataPtr& source_data) {
                                                    layout_->ToString(), ", got ",
                                                    source.layout_->ToString()));
   }
-  if (waiting_ == nullptr) {  // created ready
+  auto not_pending = [this] {
     return absl::FailedPreconditionError(
         absl::StrCat("Assign: data ", layout_->ToString(), " is not a pending placeholder"));
-  }
+  };
+  if (waiting_ == nullptr) return not_pending();  // created ready
   std::unique_lock<std::mutex> lock(waiting_->mu);
-  if (state() != State::kPending) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Assign: data ", layout_->ToString(), " is not a pending placeholder"));
-  }
+  if (state() != State::kPending) return not_pending();
   // Read the owner's buffers (a chain of placeholders ends at one owner).
   owner_ = source.owner_ != nullptr ? source.owner_ : source_data;
   shards_ = &owner_->own_;

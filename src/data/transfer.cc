@@ -27,10 +27,6 @@ struct UploadTask {
   const std::byte* origin = nullptr;  // dense row-major shard bytes
 };
 
-}  // namespace
-
-namespace {
-
 // TransferToDevice's work: uploads arrays[i] with layouts[i] into out[i] (arrays.size() slots).
 absl::Status UploadArrays(const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool,
                           std::span<const HostArrayView> arrays,

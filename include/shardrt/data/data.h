@@ -131,6 +131,8 @@ class Data {
        bool placeholder);
 
  private:
+  // Makes data created ready read its own buffers (own_ filled) and publishes it as ready.
+  void PublishOwn();
   // Publishes `state`, wakes waiters and runs the OnReady callbacks (with the lock released).
   void Complete(State state, std::unique_lock<std::mutex>& lock);
 

@@ -608,7 +608,9 @@ TEST(TransferTest, ManyArraysUploadedTogetherDieOneByOne) {
   for (std::thread& t : threads) t.join();
   for (int a = 0; a < kArrays; ++a) {
     EXPECT_EQ(watched[a].expired(), a % 2 == 0) << a;
-    if (a % 2 == 1) EXPECT_EQ(Values<float>(Download(*client, (*data)[a])), values[a]) << a;
+    if (a % 2 == 1) {
+      EXPECT_EQ(Values<float>(Download(*client, (*data)[a])), values[a]) << a;
+    }
   }
   // An odd one still works as an argument.
   ComputationPtr c = CompileTestProgram(*client, "donate_add_one.mlir", 8);
