@@ -138,13 +138,15 @@ MetricStats ComputeMetricStats(const MetricSnapshot& snapshot,
 Metric::Metric(std::string name, MetricRepr repr, int64_t max_samples)
     : name_(std::move(name)),
       repr_(repr),
-      ring_(static_cast<size_t>(std::max<int64_t>(1, max_samples))) {}
+      ring_size_(std::max<int64_t>(1, max_samples)),
+      ring_(std::make_unique<MetricSample[]>(static_cast<size_t>(ring_size_))) {}
 
 void Metric::AddSample(double value) { AddSample(MetricsNowNs(), value); }
 
 void Metric::AddSample(int64_t timestamp_ns, double value) {
   std::lock_guard<std::mutex> lock(mu_);
-  ring_[static_cast<size_t>(count_ % static_cast<int64_t>(ring_.size()))] = {timestamp_ns, value};
+  ring_[static_cast<size_t>(next_slot_)] = {timestamp_ns, value};
+  if (++next_slot_ == ring_size_) next_slot_ = 0;
   ++count_;
   accumulator_ += value;
 }
@@ -154,14 +156,15 @@ MetricSnapshot Metric::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   snapshot.total_samples = count_;
   snapshot.accumulator = accumulator_;
-  const int64_t size = static_cast<int64_t>(ring_.size());
-  if (count_ <= size) {
-    snapshot.samples.assign(ring_.begin(), ring_.begin() + count_);
+  const MetricSample* begin = ring_.get();
+  const MetricSample* end = begin + ring_size_;
+  if (count_ <= ring_size_) {
+    snapshot.samples.assign(begin, begin + count_);
   } else {
-    const int64_t oldest = count_ % size;  // the slot the next sample would overwrite
-    snapshot.samples.reserve(ring_.size());
-    snapshot.samples.insert(snapshot.samples.end(), ring_.begin() + oldest, ring_.end());
-    snapshot.samples.insert(snapshot.samples.end(), ring_.begin(), ring_.begin() + oldest);
+    const MetricSample* oldest = begin + next_slot_;  // the slot the next sample overwrites
+    snapshot.samples.reserve(static_cast<size_t>(ring_size_));
+    snapshot.samples.insert(snapshot.samples.end(), oldest, end);
+    snapshot.samples.insert(snapshot.samples.end(), begin, oldest);
   }
   return snapshot;
 }
@@ -180,7 +183,8 @@ void Metric::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   count_ = 0;
   accumulator_ = 0.0;
-  std::fill(ring_.begin(), ring_.end(), MetricSample{});
+  next_slot_ = 0;
+  std::fill(ring_.get(), ring_.get() + ring_size_, MetricSample{});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -27,13 +27,89 @@ struct UploadTask {
   const std::byte* origin = nullptr;  // dense row-major shard bytes
 };
 
+// Awaits every event that is not empty (all of them, even after a failure, so no transfer
+// outlives its memory); the first error.
+absl::Status AwaitAll(std::span<pjrt::Event> events) {
+  absl::Status first_error;
+  for (pjrt::Event& e : events) {
+    if (e.empty()) continue;
+    absl::Status s = e.Await();
+    if (first_error.ok() && !s.ok()) first_error = std::move(s);
+  }
+  return first_error;
+}
+
+// Array i fits its layout: type, dimensions and byte count.
+absl::Status CheckArray(size_t i, const HostArrayView& a, const DataLayout& layout) {
+  if (a.type != layout.global.type || a.dims != layout.global.dims) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TransferToDevice: array ", i, " is ", ShapeToString({a.type, a.dims}),
+        " but its layout expects ", ElementTypeName(layout.global.type),
+        DimsToString(layout.global.dims)));
+  }
+  const int64_t expected = layout.geometry.num_elements() * ElementSizeInBytes(a.type);
+  if (static_cast<int64_t>(a.data.size()) != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("TransferToDevice: array ", i, " has ",
+                                                   a.data.size(), " bytes, expected ",
+                                                   expected));
+  }
+  return absl::OkStatus();
+}
+
+// Records one finished upload of `bytes` that started at start_ns (one clock read for both
+// samples; a failed transfer records neither).
+void RecordUpload(int64_t start_ns, int64_t bytes) {
+  static Metric* const time = GlobalMetrics().GetMetric(kTransferToDeviceTime, MetricRepr::kTime);
+  static Metric* const bytes_in = GlobalMetrics().GetMetric(kInboundData, MetricRepr::kBytes);
+  const int64_t now_ns = MetricsNowNs();
+  time->AddSample(now_ns, static_cast<double>(now_ns - start_ns));
+  bytes_in->AddSample(now_ns, static_cast<double>(bytes));
+}
+
+// TransferToDevice of one array whose shards are runs of the caller's memory (checked), its
+// common case: each shard goes up straight from the array into the new Data's buffers, with no
+// task list or staging.
+absl::StatusOr<DataPtr> UploadRuns(const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool,
+                                   const HostArrayView& a,
+                                   const std::shared_ptr<const DataLayout>& layout_ptr,
+                                   int64_t start_ns) {
+  const DataLayout& layout = *layout_ptr;
+  const size_t n = layout.devices.size();
+  const int64_t elem = ElementSizeInBytes(a.type);
+  ShardBuffers shards;
+  shards.buffers.resize(n);
+  absl::InlinedVector<pjrt::Event, 8> done(n);
+  auto upload = [&](int64_t begin, int64_t end) -> absl::Status {
+    for (int64_t d = begin; d < end; ++d) {
+      SHARDRT_ASSIGN_OR_RETURN(
+          pjrt::HostUpload up,
+          pjrt::Buffer::FromHost(*client, a.data.data() + layout.shard_offsets[d] * elem,
+                                 layout.global.type, layout.shard_dims, *layout.devices[d],
+                                 pjrt::HostBufferSemantics::kImmutableUntilTransferCompletes));
+      shards.buffers[d] = std::move(up.buffer);
+      done[d] = std::move(up.done_with_host_buffer);
+    }
+    return absl::OkStatus();
+  };
+  const int64_t bytes = static_cast<int64_t>(a.data.size());
+  SHARDRT_RETURN_IF_ERROR(
+      n == 1 ? upload(0, 1)
+             : ParallelFor(pool, static_cast<int64_t>(n),
+                           TransferCost(bytes / static_cast<int64_t>(n)), upload));
+  // The host memory must outlive the transfers: wait for all of them.
+  SHARDRT_RETURN_IF_ERROR(AwaitAll(done));
+  shards.handles.resize(n);
+  for (size_t d = 0; d < n; ++d) shards.handles[d] = shards.buffers[d].handle();
+  DataPtr out = Data::CreateUnchecked(client, layout_ptr, std::move(shards));
+  RecordUpload(start_ns, bytes);
+  return out;
+}
+
 // TransferToDevice's work: uploads arrays[i] with layouts[i] into out[i] (arrays.size() slots).
 absl::Status UploadArrays(const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool,
                           std::span<const HostArrayView> arrays,
                           std::span<const std::shared_ptr<const DataLayout>> layouts,
                           DataPtr* out) {
-  static Metric* const time = GlobalMetrics().GetMetric(kTransferToDeviceTime, MetricRepr::kTime);
-  static Metric* const bytes_in = GlobalMetrics().GetMetric(kInboundData, MetricRepr::kBytes);
   const int64_t start_ns = MetricsNowNs();
   if (arrays.size() != layouts.size()) {
     return absl::InvalidArgumentError(absl::StrCat("TransferToDevice: ", arrays.size(),
@@ -47,21 +123,14 @@ absl::Status UploadArrays(const std::shared_ptr<pjrt::Client>& client, ThreadPoo
   absl::InlinedVector<ShardBuffers, 1> shards(arrays.size());
   int64_t total_bytes = 0;
   for (size_t i = 0; i < arrays.size(); ++i) {
+    if (layouts[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("TransferToDevice: layout ", i, " is null"));
+    }
     const HostArrayView& a = arrays[i];
     const DataLayout& layout = *layouts[i];
-    if (a.type != layout.global.type || a.dims != layout.global.dims) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "TransferToDevice: array ", i, " is ", ShapeToString({a.type, a.dims}),
-          " but its layout expects ", ElementTypeName(layout.global.type),
-          DimsToString(layout.global.dims)));
-    }
+    SHARDRT_RETURN_IF_ERROR(CheckArray(i, a, layout));
     const int64_t elem = ElementSizeInBytes(a.type);
-    const int64_t expected = layout.geometry.num_elements() * elem;
-    if (static_cast<int64_t>(a.data.size()) != expected) {
-      return absl::InvalidArgumentError(absl::StrCat("TransferToDevice: array ", i, " has ",
-                                                     a.data.size(), " bytes, expected ",
-                                                     expected));
-    }
+    const int64_t expected = static_cast<int64_t>(a.data.size());
     total_bytes += expected;
     const ShardGeometry& g = layout.geometry;
     // Shards that are contiguous runs of the caller's array go up straight from it; others
@@ -102,12 +171,7 @@ absl::Status UploadArrays(const std::shared_ptr<pjrt::Client>& client, ThreadPoo
         return absl::OkStatus();
       }));
   // The host memory must outlive the transfers: wait for all of them.
-  absl::Status first_error;
-  for (pjrt::Event& e : done) {
-    absl::Status s = e.Await();
-    if (first_error.ok() && !s.ok()) first_error = s;
-  }
-  SHARDRT_RETURN_IF_ERROR(first_error);
+  SHARDRT_RETURN_IF_ERROR(AwaitAll(done));
   for (ShardBuffers& s : shards) {
     s.handles.reserve(s.buffers.size());
     for (const pjrt::Buffer& b : s.buffers) s.handles.push_back(b.handle());
@@ -121,10 +185,7 @@ absl::Status UploadArrays(const std::shared_ptr<pjrt::Client>& client, ThreadPoo
         client, layouts, [&](size_t i, ShardBuffers& s) { s = std::move(shards[i]); });
     std::move(data.begin(), data.end(), out);
   }
-  // One clock read for both samples (a failed transfer records neither).
-  const int64_t now_ns = MetricsNowNs();
-  time->AddSample(now_ns, static_cast<double>(now_ns - start_ns));
-  bytes_in->AddSample(now_ns, static_cast<double>(total_bytes));
+  RecordUpload(start_ns, total_bytes);
   return absl::OkStatus();
 }
 
@@ -142,6 +203,12 @@ absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
 absl::StatusOr<DataPtr> TransferToDevice(const std::shared_ptr<pjrt::Client>& client,
                                          ThreadPool* pool, const HostArrayView& array,
                                          const std::shared_ptr<const DataLayout>& layout) {
+  if (layout == nullptr) return absl::InvalidArgumentError("TransferToDevice: the layout is null");
+  if (layout->shards_are_runs) {
+    const int64_t start_ns = MetricsNowNs();
+    SHARDRT_RETURN_IF_ERROR(CheckArray(0, array, *layout));
+    return UploadRuns(client, pool, array, layout, start_ns);
+  }
   DataPtr out;
   SHARDRT_RETURN_IF_ERROR(UploadArrays(client, pool, {&array, 1}, {&layout, 1}, &out));
   return out;
@@ -184,7 +251,7 @@ absl::StatusOr<DataPtr> TransferShardsToDevice(const std::shared_ptr<pjrt::Clien
         }
         return absl::OkStatus();
       }));
-  for (pjrt::Event& e : done) SHARDRT_RETURN_IF_ERROR(e.Await());
+  SHARDRT_RETURN_IF_ERROR(AwaitAll(done));
   return Data::Create(client, std::move(layout), std::move(buffers));
 }
 
@@ -253,13 +320,7 @@ absl::Status TransferFromDeviceInto(ThreadPool* pool, std::span<const DataPtr> d
         }
         return absl::OkStatus();
       }));
-  absl::Status first_error;
-  for (pjrt::Event& e : done) {
-    if (e.empty()) continue;
-    absl::Status s = e.Await();
-    if (first_error.ok() && !s.ok()) first_error = s;
-  }
-  SHARDRT_RETURN_IF_ERROR(first_error);
+  SHARDRT_RETURN_IF_ERROR(AwaitAll(done));
   for (size_t i = 0; i < data.size(); ++i) {
     if (staging[i].empty()) continue;  // downloaded in place
     const DataLayout& layout = data[i]->layout();

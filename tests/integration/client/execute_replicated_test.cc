@@ -4,6 +4,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "shardrt/base/metrics.h"
 #include "client_test_util.h"
@@ -659,6 +660,57 @@ TEST(TransferTest, DownloadsIntoCallerMemory) {
   DataPtr null_data;
   EXPECT_EQ(client->TransferFromDevice({&null_data, 1}, {&into, 1}).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// An array that does not fit its layout is refused, naming what differs, by the one-array
+// form (whose row-split layouts go up straight from the caller's memory) and the list form
+// alike, and nothing is uploaded.
+TEST(TransferTest, UploadsThatDoNotFitTheLayoutAreClearErrors) {
+  auto client = MakeClient();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> x(16 * 10, 1.5f);
+  const HostArrayView good{ElementType::kF32, {16, 10}, std::as_bytes(std::span<const float>(x))};
+  const int64_t uploads_before = GlobalMetrics().GetMetric(kTransferToDeviceTime, MetricRepr::kTime)->TotalSamples();
+  for (const char* text : {"{devices=[8,1]<=[8]}", "{devices=[1,8]<=[8]}", "{replicated}"}) {
+    auto layout = client->MakeLayout({ElementType::kF32, {16, 10}}, MustParse(text));
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    HostArrayView wrong_type = good;
+    wrong_type.type = ElementType::kS32;
+    HostArrayView wrong_dims = good;
+    wrong_dims.dims = {10, 16};
+    HostArrayView short_data = good;
+    short_data.data = good.data.first(good.data.size() - 4);
+    for (const auto& [view, expected] :
+         std::vector<std::pair<HostArrayView, std::string>>{
+             {wrong_type, "array 0 is s32[16,10] but its layout expects f32[16,10]"},
+             {wrong_dims, "array 0 is f32[10,16] but its layout expects f32[16,10]"},
+             {short_data, "array 0 has 636 bytes, expected 640"}}) {
+      auto one = client->TransferToDevice(view, *layout);
+      EXPECT_EQ(one.status().code(), absl::StatusCode::kInvalidArgument) << text;
+      EXPECT_THAT(std::string(one.status().message()), ::testing::HasSubstr(expected)) << text;
+      const HostArrayView views[] = {good, view};
+      const std::shared_ptr<const DataLayout> layouts[] = {*layout, *layout};
+      auto listed = client->TransferToDevice(views, layouts);
+      EXPECT_EQ(listed.status().code(), absl::StatusCode::kInvalidArgument) << text;
+      EXPECT_THAT(std::string(listed.status().message()),
+                  ::testing::HasSubstr(absl::StrReplaceAll(expected, {{"array 0", "array 1"}})))
+          << text;
+    }
+  }
+  auto null_one = client->TransferToDevice(good, nullptr);
+  EXPECT_EQ(null_one.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(null_one.status().message()), ::testing::HasSubstr("layout is null"));
+  const std::shared_ptr<const DataLayout> no_layout[] = {nullptr};
+  auto null_listed = client->TransferToDevice({&good, 1}, no_layout);
+  EXPECT_THAT(std::string(null_listed.status().message()),
+              ::testing::HasSubstr("layout 0 is null"));
+  // A failed upload records no sample; a good one after them all still works.
+  EXPECT_EQ(GlobalMetrics().GetMetric(kTransferToDeviceTime, MetricRepr::kTime)->TotalSamples(), uploads_before);
+  auto layout = client->MakeLayout({ElementType::kF32, {16, 10}}, MustParse("{devices=[8,1]<=[8]}"));
+  ASSERT_TRUE(layout.ok());
+  auto data = client->TransferToDevice(good, *layout);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(Values<float>(Download(*client, *data)), x);
 }
 
 }  // namespace
