@@ -92,12 +92,14 @@ absl::StatusOr<std::shared_ptr<const Computation>> Computation::Create(
                                  sig.parameter_shardings[i], global_parameters, i, c->devices_));
     c->parameter_layouts_.push_back(std::move(layout));
   }
+  auto outputs = std::make_shared<DataLayoutList>();
   for (size_t i = 0; i < sig.outputs.size(); ++i) {
     SHARDRT_ASSIGN_OR_RETURN(
         auto layout, BuildLayout(absl::StrCat(c->name_, " output ", i), sig.outputs[i],
                                  sig.output_shardings[i], global_results, i, c->devices_));
-    c->output_layouts_.push_back(std::move(layout));
+    outputs->push_back(std::move(layout));
   }
+  c->output_layouts_ = std::move(outputs);
   c->donated_.assign(sig.parameters.size(), false);
   for (const pjrt::ParameterAlias& alias : sig.aliases) {
     if (alias.parameter_index >= 0 &&

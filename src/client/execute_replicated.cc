@@ -250,7 +250,7 @@ absl::StatusOr<std::vector<DataPtr>> ComputationClient::WrapOutputs(
   const size_t num_outputs = computation.num_outputs();
   const PJRT_Api* api = client_->api();
   return Data::CreateUncheckedBatch(
-      client_, computation.output_layouts(), [&](size_t o, ShardBuffers& shards) {
+      client_, computation.shared_output_layouts(), [&](size_t o, ShardBuffers& shards) {
         shards.buffers.reserve(num_devices);
         shards.handles.reserve(num_devices);
         for (size_t d = 0; d < num_devices; ++d) {

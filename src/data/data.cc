@@ -16,10 +16,15 @@ namespace {
 // device buffers with it); only this memory waits for the last of them.
 class alignas(64) DataBlock {
  public:
-  static DataBlock* Create(size_t bytes) {
+  static DataBlock* Create(size_t bytes, std::shared_ptr<pjrt::Client> client,
+                           std::shared_ptr<const DataLayoutList> layouts) {
     void* memory = ::operator new(sizeof(DataBlock) + bytes, std::align_val_t{alignof(DataBlock)});
-    return new (memory) DataBlock(bytes);
+    return new (memory) DataBlock(bytes, std::move(client), std::move(layouts));
   }
+
+  // What every object of the batch refers to, for as long as any of them lives.
+  const std::shared_ptr<pjrt::Client>& client() const { return client_; }
+  const std::shared_ptr<const DataLayout>& layout(size_t i) const { return (*layouts_)[i]; }
 
   // `bytes` at `align` from the block, counted as one more live object; null when it is full.
   void* Allocate(size_t bytes, size_t align) {
@@ -42,13 +47,17 @@ class alignas(64) DataBlock {
   }
 
  private:
-  explicit DataBlock(size_t capacity) : capacity_(capacity) {}
+  DataBlock(size_t capacity, std::shared_ptr<pjrt::Client> client,
+            std::shared_ptr<const DataLayoutList> layouts)
+      : capacity_(capacity), client_(std::move(client)), layouts_(std::move(layouts)) {}
   std::byte* storage() { return reinterpret_cast<std::byte*>(this + 1); }
   const std::byte* storage() const { return reinterpret_cast<const std::byte*>(this + 1); }
 
   std::atomic<int64_t> live_{1};  // the creator until it calls Release, plus every object
   const size_t capacity_;
   size_t used_ = 0;  // written by the creator only, before any object is shared
+  const std::shared_ptr<pjrt::Client> client_;
+  const std::shared_ptr<const DataLayoutList> layouts_;
 };
 static_assert(sizeof(DataBlock) % 64 == 0);  // storage() starts 64-byte aligned
 
@@ -86,9 +95,15 @@ constexpr size_t kBlockBytesPerData = sizeof(Data) + 64;
 
 Data::Data(Key, std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout,
            bool placeholder)
-    : client_(std::move(client)),
-      layout_(std::move(layout)),
+    : own_client_(std::move(client)),
+      own_layout_(std::move(layout)),
+      client_(&own_client_),
+      layout_(&own_layout_),
       waiting_(placeholder ? std::make_unique<Waiting>() : nullptr) {}
+
+Data::Data(Key, const std::shared_ptr<pjrt::Client>* client,
+           const std::shared_ptr<const DataLayout>* layout)
+    : client_(client), layout_(layout) {}
 
 absl::StatusOr<DataPtr> Data::Create(std::shared_ptr<pjrt::Client> client,
                                      std::shared_ptr<const DataLayout> layout,
@@ -121,22 +136,27 @@ DataPtr Data::CreateUnchecked(std::shared_ptr<pjrt::Client> client,
 }
 
 std::vector<DataPtr> Data::CreateUncheckedBatch(
-    const std::shared_ptr<pjrt::Client>& client,
-    absl::Span<const std::shared_ptr<const DataLayout>> layouts,
+    const std::shared_ptr<pjrt::Client>& client, std::shared_ptr<const DataLayoutList> layouts,
     absl::FunctionRef<void(size_t i, ShardBuffers& buffers)> fill) {
-  const size_t n = layouts.size();
+  const size_t n = layouts->size();
   std::vector<DataPtr> out(n);
-  DataBlock* block = n >= kMinBlockBatch ? DataBlock::Create(n * kBlockBytesPerData) : nullptr;
+  if (n < kMinBlockBatch) {
+    for (size_t i = 0; i < n; ++i) {
+      out[i] = std::make_shared<Data>(Key{}, client, (*layouts)[i], /*placeholder=*/false);
+      fill(i, out[i]->own_);
+      out[i]->PublishOwn();
+    }
+    return out;
+  }
+  DataBlock* block = DataBlock::Create(n * kBlockBytesPerData, client, std::move(layouts));
   for (size_t i = 0; i < n; ++i) {
-    DataPtr data = block != nullptr
-                       ? std::allocate_shared<Data>(BlockAllocator<Data>(block), Key{}, client,
-                                                    layouts[i], /*placeholder=*/false)
-                       : std::make_shared<Data>(Key{}, client, layouts[i], /*placeholder=*/false);
+    DataPtr data = std::allocate_shared<Data>(BlockAllocator<Data>(block), Key{},
+                                              &block->client(), &block->layout(i));
     fill(i, data->own_);
     data->PublishOwn();
     out[i] = std::move(data);
   }
-  if (block != nullptr) block->Release();  // the objects hold it now
+  block->Release();  // the objects hold it now
   return out;
 }
 
@@ -152,10 +172,10 @@ absl::Status Data::Usable() const {
       return absl::OkStatus();
     case State::kPending:
       return absl::FailedPreconditionError(
-          absl::StrCat("data ", layout_->ToString(), " is a placeholder that was never assigned"));
+          absl::StrCat("data ", layout().ToString(), " is a placeholder that was never assigned"));
     case State::kDonated:
       return absl::FailedPreconditionError(absl::StrCat(
-          "data ", layout_->ToString(), " was donated to an earlier execution and is unusable"));
+          "data ", layout().ToString(), " was donated to an earlier execution and is unusable"));
     case State::kFailed: {  // only placeholders fail
       std::lock_guard<std::mutex> lock(waiting_->mu);
       return waiting_->error;
@@ -188,17 +208,17 @@ absl::Status Data::Assign(const DataPtr& source_data) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot assign from data that is not ready: ", usable.message()));
   }
-  if (source.client_ != client_) {
+  if (source.client() != client()) {
     return absl::InvalidArgumentError("cannot assign data of another client");
   }
-  if (!source.layout_->SameAs(*layout_)) {
+  if (!source.layout().SameAs(layout())) {
     return absl::InvalidArgumentError(absl::StrCat("Assign: placeholder expects ",
-                                                   layout_->ToString(), ", got ",
-                                                   source.layout_->ToString()));
+                                                   layout().ToString(), ", got ",
+                                                   source.layout().ToString()));
   }
   auto not_pending = [this] {
     return absl::FailedPreconditionError(
-        absl::StrCat("Assign: data ", layout_->ToString(), " is not a pending placeholder"));
+        absl::StrCat("Assign: data ", layout().ToString(), " is not a pending placeholder"));
   };
   if (waiting_ == nullptr) return not_pending();  // created ready
   std::unique_lock<std::mutex> lock(waiting_->mu);
@@ -236,7 +256,7 @@ absl::Status Data::Await(absl::Duration timeout) const {
         std::max(timeout, absl::ZeroDuration())));
     if (!waiting_->cv.wait_for(lock, wait, [this] { return state() != State::kPending; })) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "data ", layout_->ToString(), " still pending after ", absl::FormatDuration(timeout)));
+          "data ", layout().ToString(), " still pending after ", absl::FormatDuration(timeout)));
     }
   }
   return Usable();

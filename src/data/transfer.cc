@@ -182,7 +182,8 @@ absl::Status UploadArrays(const std::shared_ptr<pjrt::Client>& client, ThreadPoo
     // Many arrays' Data side by side in host memory: an execution taking them as arguments
     // reads them in order.
     std::vector<DataPtr> data = Data::CreateUncheckedBatch(
-        client, layouts, [&](size_t i, ShardBuffers& s) { s = std::move(shards[i]); });
+        client, std::make_shared<const DataLayoutList>(layouts.begin(), layouts.end()),
+        [&](size_t i, ShardBuffers& s) { s = std::move(shards[i]); });
     std::move(data.begin(), data.end(), out);
   }
   RecordUpload(start_ns, total_bytes);

@@ -34,7 +34,7 @@ class Computation {
   const std::string& name() const { return name_; }
   const pjrt::LoadedExecutable& executable() const { return *executable_; }
   size_t num_parameters() const { return parameter_layouts_.size(); }
-  size_t num_outputs() const { return output_layouts_.size(); }
+  size_t num_outputs() const { return output_layouts_->size(); }
   size_t num_devices() const { return devices_.size(); }
   // Execution device order: argument lists row d feeds devices()[d].
   const std::vector<const pjrt::Device*>& devices() const { return devices_; }
@@ -43,9 +43,11 @@ class Computation {
     return parameter_layouts_[i];
   }
   const std::shared_ptr<const DataLayout>& output_layout(size_t i) const {
-    return output_layouts_[i];
+    return (*output_layouts_)[i];
   }
-  const std::vector<std::shared_ptr<const DataLayout>>& output_layouts() const {
+  const DataLayoutList& output_layouts() const { return *output_layouts_; }
+  // The same list, shared: the outputs of one execution hold it (not a reference per output).
+  const std::shared_ptr<const DataLayoutList>& shared_output_layouts() const {
     return output_layouts_;
   }
   // True when parameter i is aliased to an output (its buffer is donated by default).
@@ -59,7 +61,7 @@ class Computation {
   std::unique_ptr<pjrt::LoadedExecutable> executable_;
   std::vector<const pjrt::Device*> devices_;
   std::vector<std::shared_ptr<const DataLayout>> parameter_layouts_;
-  std::vector<std::shared_ptr<const DataLayout>> output_layouts_;
+  std::shared_ptr<const DataLayoutList> output_layouts_ = std::make_shared<DataLayoutList>();
   std::vector<bool> donated_;
   std::vector<int64_t> donated_list_;
 };

@@ -53,15 +53,15 @@ class Data {
   // caller guarantees one non-empty buffer per device, and handles[i] == buffers[i].handle()).
   static DataPtr CreateUnchecked(std::shared_ptr<pjrt::Client> client,
                                  std::shared_ptr<const DataLayout> layout, ShardBuffers buffers);
-  // Ready data for layouts.size() pieces at once, without checks: the hot path's output
+  // Ready data for layouts->size() pieces at once, without checks: the hot path's output
   // wrapping. fill(i, buffers) fills piece i's buffers in place (one non-empty buffer per
-  // device of layouts[i], handles[j] == buffers[j].handle()). The Data objects share one
-  // block of host memory, in order, which goes back when the last of them dies; each one's
-  // device buffers still die with it. Thread-safety: as CreateUnchecked; the pieces may then
-  // be used and dropped on any threads.
+  // device of (*layouts)[i], handles[j] == buffers[j].handle()). From a few pieces on, the
+  // Data objects share one block of host memory, in order, which also holds the client and
+  // the layout list for all of them (no reference counting per piece) and goes back when the
+  // last of them dies; each one's device buffers still die with it. Thread-safety: as
+  // CreateUnchecked; the pieces may then be used and dropped on any threads.
   static std::vector<DataPtr> CreateUncheckedBatch(
-      const std::shared_ptr<pjrt::Client>& client,
-      absl::Span<const std::shared_ptr<const DataLayout>> layouts,
+      const std::shared_ptr<pjrt::Client>& client, std::shared_ptr<const DataLayoutList> layouts,
       absl::FunctionRef<void(size_t i, ShardBuffers& buffers)> fill);
   // A placeholder: layout only; filled later by Assign or Fail.
   static DataPtr CreatePlaceholder(std::shared_ptr<pjrt::Client> client,
@@ -71,11 +71,11 @@ class Data {
   Data& operator=(const Data&) = delete;
 
   // What the data is (immutable; valid while this Data lives), its client, and its state now.
-  const DataLayout& layout() const { return *layout_; }
-  const std::shared_ptr<const DataLayout>& shared_layout() const { return layout_; }
-  const ArrayShape& shape() const { return layout_->global; }
-  const Sharding& sharding() const { return layout_->sharding; }
-  const std::shared_ptr<pjrt::Client>& client() const { return client_; }
+  const DataLayout& layout() const { return **layout_; }
+  const std::shared_ptr<const DataLayout>& shared_layout() const { return *layout_; }
+  const ArrayShape& shape() const { return layout().global; }
+  const Sharding& sharding() const { return layout().sharding; }
+  const std::shared_ptr<pjrt::Client>& client() const { return *client_; }
   State state() const { return state_.load(std::memory_order_acquire); }
 
   // OK when ready; otherwise why the data cannot be used: FailedPrecondition for a pending
@@ -129,6 +129,9 @@ class Data {
  public:
   Data(Key, std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout,
        bool placeholder);
+  // Data of a batch: `client` and `layout` belong to the batch's block, which outlives it.
+  Data(Key, const std::shared_ptr<pjrt::Client>* client,
+       const std::shared_ptr<const DataLayout>* layout);
 
  private:
   // Makes data created ready read its own buffers (own_ filled) and publishes it as ready.
@@ -145,10 +148,14 @@ class Data {
     std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters;  // guarded by mu
   };
 
-  // Declared first, so destroyed last: the buffers below go before the client they live in.
+  // The client and layout: this data's own references, or for data made in a batch, those
+  // its block holds (the block outlives the data). Declared first, so destroyed last: the
+  // buffers below go before the client they live in.
+  const std::shared_ptr<pjrt::Client> own_client_;
+  const std::shared_ptr<const DataLayout> own_layout_;
   // The fields every execution reads come first; ready data touches few cache lines.
-  const std::shared_ptr<pjrt::Client> client_;
-  const std::shared_ptr<const DataLayout> layout_;
+  const std::shared_ptr<pjrt::Client>* const client_;
+  const std::shared_ptr<const DataLayout>* const layout_;
   std::atomic<State> state_{State::kPending};
   // The buffers: &own_, or &owner_->own_ for an assigned placeholder. shards_ and owner_ are
   // written once, before state_ leaves kPending (release), and read after an acquire load.

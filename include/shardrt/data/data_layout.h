@@ -45,4 +45,7 @@ struct DataLayout {
   std::string ToString() const;
 };
 
+// Layouts of several pieces of data, e.g. a computation's outputs in order.
+using DataLayoutList = std::vector<std::shared_ptr<const DataLayout>>;
+
 }  // namespace shardrt

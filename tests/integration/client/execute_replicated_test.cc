@@ -4,6 +4,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "shardrt/base/metrics.h"
@@ -623,6 +624,78 @@ TEST(TransferTest, ManyArraysUploadedTogetherDieOneByOne) {
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], values[1][i] + 1);
   data->clear();
   for (int a = 0; a < kArrays; ++a) EXPECT_TRUE(watched[a].expired()) << a;
+}
+
+// The outputs of one execution share one block of host memory, which also holds their client
+// and the computation's output layouts: outputs outlive the computation (evicted and dropped),
+// keep their layouts, read back, die one by one, and run as arguments of another program.
+TEST(ExecuteOutputsTest, ManyOutputsOutliveTheirComputation) {
+  auto client = MakeClient();
+  ASSERT_NE(client, nullptr);
+  constexpr int kOutputs = 6;
+  std::string results, returns, body;
+  for (int o = 0; o < kOutputs; ++o) {
+    const char* sharding = o % 2 == 0 ? "{devices=[8,1]<=[8]}" : "{replicated}";
+    absl::StrAppend(&results, o ? ", " : "", "tensor<16x4xf32> {mhlo.sharding = \"", sharding,
+                    "\"}");
+    absl::StrAppend(&body, "    %c", o, " = stablehlo.constant dense<", o + 1,
+                    ".0> : tensor<16x4xf32>\n    %y", o, " = stablehlo.multiply %x, %c", o,
+                    " : tensor<16x4xf32>\n");
+    absl::StrAppend(&returns, o ? ", " : "", "%y", o);
+  }
+  CompileRequest request;
+  request.name = "six_multiples";
+  request.options.num_partitions = 8;
+  request.program = absl::StrCat(
+      "module @six_multiples attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : "
+      "i32} {\n  func.func public @main(%x: tensor<16x4xf32> {mhlo.sharding = "
+      "\"{devices=[8,1]<=[8]}\"}) -> (",
+      results, ") {\n", body, "    return ", returns, " : ",
+      absl::StrJoin(std::vector<std::string>(kOutputs, "tensor<16x4xf32>"), ", "), "\n  }\n}\n");
+  auto compiled = client->Compile(request);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  std::weak_ptr<const Computation> watched_computation = *compiled;
+  std::vector<float> x = RandomFloats(64, 21);
+  DataPtr dx = Upload(*client, MakeArray(ElementType::kF32, {16, 4}, x),
+                      MustParse("{devices=[8,1]<=[8]}"));
+  auto out = client->ExecuteReplicated(**compiled, {dx});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), static_cast<size_t>(kOutputs));
+  EXPECT_TRUE(client->EvictCompiled(**compiled));
+  compiled = absl::InternalError("dropped");
+  EXPECT_TRUE(watched_computation.expired());
+  std::vector<std::weak_ptr<Data>> watched(out->begin(), out->end());
+  (*out)[0].reset();
+  (*out)[3].reset();
+  for (int o = 0; o < kOutputs; ++o) {
+    EXPECT_EQ(watched[o].expired(), o == 0 || o == 3) << o;
+    if (o == 0 || o == 3) continue;
+    const DataPtr& y = (*out)[o];
+    EXPECT_EQ(y->layout().ToString(), absl::StrCat("f32[16,4] ",
+                                                   o % 2 == 0 ? "{devices=[8,1]<=[8]}"
+                                                              : "{replicated}",
+                                                   " on 8 devices"));
+    EXPECT_EQ(y->client(), client->pjrt_client());
+    std::vector<float> values = Values<float>(Download(*client, y));
+    for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(values[i], x[i] * (o + 1)) << o << " " << i;
+  }
+  // Output 2 (row-split, like the program's parameter) runs as an argument; so can the
+  // replicated output 1 once placeholders of its layout take it.
+  ComputationPtr add_one = CompileTestProgram(*client, "donate_add_one.mlir", 8);
+  ASSERT_NE(add_one, nullptr);
+  auto next = client->ExecuteReplicated(*add_one, {(*out)[2]},
+                                        {.non_donatable_input_indices = {0}});
+  ASSERT_TRUE(next.ok()) << next.status();
+  std::vector<float> z = Values<float>(Download(*client, (*next)[0]));
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(z[i], x[i] * 3 + 1) << i;
+  DataPtr placeholder =
+      Data::CreatePlaceholder(client->pjrt_client(), (*out)[1]->shared_layout());
+  ASSERT_TRUE(placeholder->Assign((*out)[1]).ok());
+  out->clear();
+  EXPECT_EQ(Values<float>(Download(*client, placeholder))[5], x[5] * 2);
+  for (int o = 0; o < kOutputs; ++o) EXPECT_EQ(watched[o].expired(), o != 1) << o;
+  placeholder.reset();
+  EXPECT_TRUE(watched[1].expired());
 }
 
 // TransferFromDevice into caller memory gives the same bytes as the allocating form for every
