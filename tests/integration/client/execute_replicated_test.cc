@@ -735,6 +735,38 @@ TEST(TransferTest, DownloadsIntoCallerMemory) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// TransferToDevice returns only once the caller's memory is no longer needed, whichever way
+// the plugin is asked to copy it (during the call for a lone shard on the CPU platform, else
+// asynchronously, awaited): the memory overwritten and freed right after, the device keeps
+// the values.
+TEST(TransferTest, CallerMemoryIsFreeOnceTheTransferReturns) {
+  auto client = MakeClient();
+  ASSERT_NE(client, nullptr);
+  const std::vector<float> x = RandomFloats(1 << 16, 31);  // 256 KiB
+  for (const char* text : {"{replicated}", "{devices=[8,1]<=[8]}", "{devices=[4,2]<=[8]}"}) {
+    Sharding sharding = MustParse(text);
+    const int devices = static_cast<int>(sharding.num_devices().value_or(1));
+    auto layout = client->MakeLayout({ElementType::kF32, {256, 256}}, sharding,
+                                     *client->DefaultDevices(devices));
+    ASSERT_TRUE(layout.ok()) << text << ": " << layout.status();
+    // 64-byte aligned, as a plugin needs to alias host memory instead of copying it.
+    std::unique_ptr<float[]> memory(new (std::align_val_t{64}) float[x.size()]);
+    std::copy(x.begin(), x.end(), memory.get());
+    const HostArrayView view{ElementType::kF32, {256, 256},
+                             std::as_bytes(std::span<const float>(memory.get(), x.size()))};
+    auto one = client->TransferToDevice(view, *layout);
+    const HostArrayView views[] = {view, view};
+    const std::shared_ptr<const DataLayout> layouts[] = {*layout, *layout};
+    auto listed = client->TransferToDevice(views, layouts);
+    std::fill(memory.get(), memory.get() + x.size(), -1.0f);
+    ::operator delete[](memory.release(), std::align_val_t{64});
+    ASSERT_TRUE(one.ok()) << text << ": " << one.status();
+    ASSERT_TRUE(listed.ok()) << text << ": " << listed.status();
+    EXPECT_EQ(Values<float>(Download(*client, *one)), x) << text;
+    for (const DataPtr& d : *listed) EXPECT_EQ(Values<float>(Download(*client, d)), x) << text;
+  }
+}
+
 // An array that does not fit its layout is refused, naming what differs, by the one-array
 // form (whose row-split layouts go up straight from the caller's memory) and the list form
 // alike, and nothing is uploaded.
