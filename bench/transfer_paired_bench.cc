@@ -237,8 +237,9 @@ int Main(int argc, char** argv) {
           return std::find(only.begin(), only.end(), a.name) == only.end();
         });
       }
-      // About 5 ms of work per sample at ~2 GB/s, at least 3 calls and at most 500.
-      const int iters = static_cast<int>(std::clamp<int64_t>(10'000'000 / (bytes + 20'000), 3, 500));
+      // About 5 ms of work per sample at ~2 GB/s, at least 5 calls (a round's median of large
+      // transfers then steadies) and at most 500.
+      const int iters = static_cast<int>(std::clamp<int64_t>(10'000'000 / (bytes + 20'000), 5, 500));
       for (const Arm& arm : arms) {  // warm-up
         CallUs(p, arm);
         CallUs(p, arm);
