@@ -26,36 +26,50 @@ class alignas(64) DataBlock {
   const std::shared_ptr<pjrt::Client>& client() const { return client_; }
   const std::shared_ptr<const DataLayout>& layout(size_t i) const { return (*layouts_)[i]; }
 
-  // `bytes` at `align` from the block, counted as one more live object; null when it is full.
+  // `bytes` at `align` from the block for one more object; null when it is full. Only the
+  // creator allocates, before any object is shared: it counts them and publishes the count
+  // once (Publish).
   void* Allocate(size_t bytes, size_t align) {
     const size_t start = (used_ + align - 1) / align * align;
     if (start + bytes > capacity_) return nullptr;
     used_ = start + bytes;
-    live_.fetch_add(1, std::memory_order_relaxed);
+    ++allocated_;
     return storage() + start;
+  }
+  // The creator is done: the objects it allocated hold the block now (one count each, set with
+  // one store rather than an atomic increment per object; they reach other threads only through
+  // the caller's own synchronization). A block nothing was allocated from is freed.
+  void Publish() {
+    if (allocated_ == 0) {
+      Free();
+      return;
+    }
+    live_.store(allocated_, std::memory_order_relaxed);
   }
   bool Owns(const void* p) const {
     const std::byte* b = static_cast<const std::byte*>(p);
     return b >= storage() && b < storage() + capacity_;
   }
-  // One holder fewer (an object, or the creator); the last one frees the block.
+  // One object fewer; the last one frees the block.
   void Release() {
-    if (live_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      this->~DataBlock();
-      ::operator delete(static_cast<void*>(this), std::align_val_t{alignof(DataBlock)});
-    }
+    if (live_.fetch_sub(1, std::memory_order_acq_rel) == 1) Free();
   }
 
  private:
   DataBlock(size_t capacity, std::shared_ptr<pjrt::Client> client,
             std::shared_ptr<const DataLayoutList> layouts)
       : capacity_(capacity), client_(std::move(client)), layouts_(std::move(layouts)) {}
+  void Free() {
+    this->~DataBlock();
+    ::operator delete(static_cast<void*>(this), std::align_val_t{alignof(DataBlock)});
+  }
   std::byte* storage() { return reinterpret_cast<std::byte*>(this + 1); }
   const std::byte* storage() const { return reinterpret_cast<const std::byte*>(this + 1); }
 
-  std::atomic<int64_t> live_{1};  // the creator until it calls Release, plus every object
+  std::atomic<int64_t> live_{0};  // objects alive, from Publish on
   const size_t capacity_;
-  size_t used_ = 0;  // written by the creator only, before any object is shared
+  size_t used_ = 0;       // written by the creator only, before any object is shared
+  int64_t allocated_ = 0;  // likewise
   const std::shared_ptr<pjrt::Client> client_;
   const std::shared_ptr<const DataLayoutList> layouts_;
 };
@@ -156,7 +170,7 @@ std::vector<DataPtr> Data::CreateUncheckedBatch(
     data->PublishOwn();
     out[i] = std::move(data);
   }
-  block->Release();  // the objects hold it now
+  block->Publish();  // the objects hold it now
   return out;
 }
 
