@@ -109,11 +109,11 @@ constexpr size_t kBlockBytesPerData = sizeof(Data) + 64;
 
 Data::Data(Key, std::shared_ptr<pjrt::Client> client, std::shared_ptr<const DataLayout> layout,
            bool placeholder)
-    : own_client_(std::move(client)),
-      own_layout_(std::move(layout)),
-      client_(&own_client_),
+    : client_(&own_client_),
       layout_(&own_layout_),
-      waiting_(placeholder ? std::make_unique<Waiting>() : nullptr) {}
+      waiting_(placeholder ? std::make_unique<Waiting>() : nullptr),
+      own_client_(std::move(client)),
+      own_layout_(std::move(layout)) {}
 
 Data::Data(Key, const std::shared_ptr<pjrt::Client>* client,
            const std::shared_ptr<const DataLayout>* layout)

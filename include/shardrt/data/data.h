@@ -69,6 +69,8 @@ class Data {
 
   Data(const Data&) = delete;
   Data& operator=(const Data&) = delete;
+  // Frees the device buffers (before the client they live in).
+  ~Data() { own_.buffers.clear(); }
 
   // What the data is (immutable; valid while this Data lives), its client, and its state now.
   const DataLayout& layout() const { return **layout_; }
@@ -148,21 +150,21 @@ class Data {
     std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters;  // guarded by mu
   };
 
-  // The client and layout: this data's own references, or for data made in a batch, those
-  // its block holds (the block outlives the data). Declared first, so destroyed last: the
-  // buffers below go before the client they live in.
-  const std::shared_ptr<pjrt::Client> own_client_;
-  const std::shared_ptr<const DataLayout> own_layout_;
-  // The fields every execution reads come first; ready data touches few cache lines.
+  // What an execution reads of each argument comes first, the buffer handles right after it:
+  // checking an argument and listing its handles reads one place.
+  // The client and layout: this data's own references (own_client_, own_layout_), or for data
+  // made in a batch, those its block holds (the block outlives the data).
   const std::shared_ptr<pjrt::Client>* const client_;
   const std::shared_ptr<const DataLayout>* const layout_;
   std::atomic<State> state_{State::kPending};
   // The buffers: &own_, or &owner_->own_ for an assigned placeholder. shards_ and owner_ are
   // written once, before state_ leaves kPending (release), and read after an acquire load.
   const ShardBuffers* shards_ = nullptr;
+  ShardBuffers own_;
   std::shared_ptr<const Data> owner_;  // the data whose buffers an assigned placeholder reads
   const std::unique_ptr<Waiting> waiting_;  // placeholders only
-  ShardBuffers own_;
+  const std::shared_ptr<pjrt::Client> own_client_;
+  const std::shared_ptr<const DataLayout> own_layout_;
 };
 
 }  // namespace shardrt
