@@ -111,7 +111,8 @@ class ComputationClient {
   // in place from the caller's memory where the shard is a contiguous run of it (row blocks,
   // replicated), else from a zero-padded host copy. Blocks until the caller's memory is no
   // longer needed. Errors (nothing is kept): InvalidArgument naming the array when its type or
-  // dims differ from its layout's or its byte size is wrong; the plugin's error. Thread-safe.
+  // dims differ from its layout's, its byte size is wrong or its layout is null; the plugin's
+  // error. Thread-safe.
   [[nodiscard]] absl::StatusOr<std::vector<DataPtr>> TransferToDevice(
       absl::Span<const HostArrayView> arrays,
       absl::Span<const std::shared_ptr<const DataLayout>> layouts);
