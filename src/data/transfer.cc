@@ -12,11 +12,12 @@
 namespace shardrt {
 namespace {
 
-// Estimated cost of starting one shard's download of `bytes` bytes, for the pool's cost model:
+// Estimated cost of one shard's transfer call that copies its `bytes` bytes on the calling
+// thread (a download's start, an upload copied during the call), for the pool's cost model:
 // measured with bench/transfer_paired_bench on the CPU plugin, about 0.7 us plus 0.1 ns per
-// byte (the copy), so a few shards of small arrays go on the caller's thread (a pool hop costs
-// more than they do) and large ones are started in parallel.
-ParallelCost DownloadCost(int64_t bytes) {
+// byte, so a few shards of small arrays go on the caller's thread (a pool hop costs more than
+// they do) and large ones are copied in parallel.
+ParallelCost ShardCopyCost(int64_t bytes) {
   return ParallelCost{.per_item_ns = 700.0 + 0.1 * static_cast<double>(bytes)};
 }
 
@@ -34,18 +35,35 @@ struct UploadPlan {
 };
 UploadPlan PlanUpload(const pjrt::Client& client, size_t uploads, int64_t bytes_per_upload) {
   if (uploads == 1 && client.platform_name() == "cpu") {
-    return {pjrt::HostBufferSemantics::kImmutableOnlyDuringCall,
-            ParallelCost{.per_item_ns = 700.0 + 0.1 * static_cast<double>(bytes_per_upload)}};
+    return {pjrt::HostBufferSemantics::kImmutableOnlyDuringCall, ShardCopyCost(bytes_per_upload)};
   }
   return {pjrt::HostBufferSemantics::kImmutableUntilTransferCompletes,
           ParallelCost{.per_item_ns = 700.0}};
 }
 
-// The event to await before the caller's memory may be reused: none when the plugin copied it
-// during the call (the event is dropped unawaited).
-pjrt::Event KeepUntilDone(pjrt::HostBufferSemantics semantics, pjrt::HostUpload& upload) {
-  if (semantics == pjrt::HostBufferSemantics::kImmutableOnlyDuringCall) return pjrt::Event();
-  return std::move(upload.done_with_host_buffer);
+// Uploads one shard from `origin` to layout.devices[device] as `plan` says: its buffer into
+// `buffer`, and into `done` the event to await before the caller's memory may be reused (left
+// empty when the plugin copied it during the call: that event is dropped unawaited).
+absl::Status UploadShard(const pjrt::Client& client, const UploadPlan& plan,
+                         const std::byte* origin, const DataLayout& layout, size_t device,
+                         pjrt::Buffer& buffer, pjrt::Event& done) {
+  SHARDRT_ASSIGN_OR_RETURN(
+      pjrt::HostUpload upload,
+      pjrt::Buffer::FromHost(client, origin, layout.global.type, layout.shard_dims,
+                             *layout.devices[device], plan.semantics));
+  buffer = std::move(upload.buffer);
+  if (plan.semantics != pjrt::HostBufferSemantics::kImmutableOnlyDuringCall) {
+    done = std::move(upload.done_with_host_buffer);
+  }
+  return absl::OkStatus();
+}
+
+// Fills shards.handles from shards.buffers, for argument lists.
+void ListHandles(ShardBuffers& shards) {
+  shards.handles.resize(shards.buffers.size());
+  for (size_t d = 0; d < shards.buffers.size(); ++d) {
+    shards.handles[d] = shards.buffers[d].handle();
+  }
 }
 
 // One shard upload: where the bytes come from and how they are laid out.
@@ -111,13 +129,9 @@ absl::StatusOr<DataPtr> UploadRuns(const std::shared_ptr<pjrt::Client>& client, 
   const UploadPlan plan = PlanUpload(*client, n, bytes / static_cast<int64_t>(n));
   auto upload = [&](int64_t begin, int64_t end) -> absl::Status {
     for (int64_t d = begin; d < end; ++d) {
-      SHARDRT_ASSIGN_OR_RETURN(
-          pjrt::HostUpload up,
-          pjrt::Buffer::FromHost(*client, a.data.data() + layout.shard_offsets[d] * elem,
-                                 layout.global.type, layout.shard_dims, *layout.devices[d],
-                                 plan.semantics));
-      shards.buffers[d] = std::move(up.buffer);
-      done[d] = KeepUntilDone(plan.semantics, up);
+      SHARDRT_RETURN_IF_ERROR(UploadShard(*client, plan,
+                                          a.data.data() + layout.shard_offsets[d] * elem, layout,
+                                          d, shards.buffers[d], done[d]));
     }
     return absl::OkStatus();
   };
@@ -125,8 +139,7 @@ absl::StatusOr<DataPtr> UploadRuns(const std::shared_ptr<pjrt::Client>& client, 
                                  : ParallelFor(pool, static_cast<int64_t>(n), plan.cost, upload));
   // The host memory must outlive the transfers: wait for all of them.
   SHARDRT_RETURN_IF_ERROR(AwaitAll(done));
-  shards.handles.resize(n);
-  for (size_t d = 0; d < n; ++d) shards.handles[d] = shards.buffers[d].handle();
+  ListHandles(shards);
   DataPtr out = Data::CreateUnchecked(client, layout_ptr, std::move(shards));
   RecordUpload(start_ns, bytes);
   return out;
@@ -157,8 +170,7 @@ absl::Status UploadArrays(const std::shared_ptr<pjrt::Client>& client, ThreadPoo
     const DataLayout& layout = *layouts[i];
     SHARDRT_RETURN_IF_ERROR(CheckArray(i, a, layout));
     const int64_t elem = ElementSizeInBytes(a.type);
-    const int64_t expected = static_cast<int64_t>(a.data.size());
-    total_bytes += expected;
+    total_bytes += static_cast<int64_t>(a.data.size());
     const ShardGeometry& g = layout.geometry;
     // Shards that are contiguous runs of the caller's array go up straight from it; others
     // (column blocks, padded uneven shards) are first copied into dense shards. (A strided
@@ -186,24 +198,15 @@ absl::Status UploadArrays(const std::shared_ptr<pjrt::Client>& client, ThreadPoo
       [&](int64_t begin, int64_t end) -> absl::Status {
         for (int64_t t = begin; t < end; ++t) {
           const UploadTask& task = tasks[t];
-          const DataLayout& layout = *layouts[task.array];
-          SHARDRT_ASSIGN_OR_RETURN(
-              pjrt::HostUpload upload,
-              pjrt::Buffer::FromHost(
-                  *client, task.origin, layout.global.type, layout.shard_dims,
-                  *layout.devices[task.device],
-                  plan.semantics));
-          shards[task.array].buffers[task.device] = std::move(upload.buffer);
-          done[t] = KeepUntilDone(plan.semantics, upload);
+          SHARDRT_RETURN_IF_ERROR(UploadShard(*client, plan, task.origin, *layouts[task.array],
+                                              task.device,
+                                              shards[task.array].buffers[task.device], done[t]));
         }
         return absl::OkStatus();
       }));
   // The host memory must outlive the transfers: wait for all of them.
   SHARDRT_RETURN_IF_ERROR(AwaitAll(done));
-  for (ShardBuffers& s : shards) {
-    s.handles.reserve(s.buffers.size());
-    for (const pjrt::Buffer& b : s.buffers) s.handles.push_back(b.handle());
-  }
+  for (ShardBuffers& s : shards) ListHandles(s);
   if (arrays.size() == 1) {
     out[0] = Data::CreateUnchecked(client, layouts[0], std::move(shards[0]));
   } else {
@@ -271,13 +274,8 @@ absl::StatusOr<DataPtr> TransferShardsToDevice(const std::shared_ptr<pjrt::Clien
       pool, static_cast<int64_t>(num_devices), plan.cost,
       [&](int64_t begin, int64_t end) -> absl::Status {
         for (int64_t d = begin; d < end; ++d) {
-          SHARDRT_ASSIGN_OR_RETURN(
-              pjrt::HostUpload upload,
-              pjrt::Buffer::FromHost(*client, shards[d].data(), layout->global.type,
-                                     layout->shard_dims, *layout->devices[d],
-                                     plan.semantics));
-          buffers[d] = std::move(upload.buffer);
-          done[d] = KeepUntilDone(plan.semantics, upload);
+          SHARDRT_RETURN_IF_ERROR(UploadShard(*client, plan, shards[d].data(), *layout, d,
+                                              buffers[d], done[d]));
         }
         return absl::OkStatus();
       }));
@@ -342,7 +340,7 @@ absl::Status TransferFromDeviceInto(ThreadPool* pool, std::span<const DataPtr> d
   std::vector<pjrt::Event> done(downloads.size());
   const int64_t per = downloads.empty() ? 0 : total_bytes / static_cast<int64_t>(downloads.size());
   SHARDRT_RETURN_IF_ERROR(ParallelFor(
-      pool, static_cast<int64_t>(downloads.size()), DownloadCost(per),
+      pool, static_cast<int64_t>(downloads.size()), ShardCopyCost(per),
       [&](int64_t begin, int64_t end) -> absl::Status {
         for (int64_t k = begin; k < end; ++k) {
           SHARDRT_ASSIGN_OR_RETURN(done[k],
