@@ -39,4 +39,28 @@ std::string ChatPrompt(const ChatFormat& format, absl::string_view prompt,
   return text;
 }
 
+absl::StatusOr<std::string> ChatMessagesPrompt(const ChatFormat& format,
+                                               absl::Span<const llm::ChatMessage> messages) {
+  if (messages.empty()) return absl::InvalidArgumentError("chat: the conversation has no turns");
+  std::string text;
+  if (messages[0].role != "system" && !format.default_system.empty()) {
+    absl::StrAppend(&text, "<|im_start|>system\n", format.default_system, "<|im_end|>\n");
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const llm::ChatMessage& m = messages[i];
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat: turn ", i, " has role '", absl::string_view(m.role).substr(0, 32),
+                       "': expected system, user or assistant"));
+    }
+    if (m.role == "system" && i > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat: turn ", i, " is a system turn: only the first turn may be one"));
+    }
+    absl::StrAppend(&text, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
+  }
+  absl::StrAppend(&text, "<|im_start|>assistant\n");
+  return text;
+}
+
 }  // namespace shardrt::llama

@@ -12,6 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "shardrt/llm/chat.h"
 
 namespace shardrt::llama {
 
@@ -29,5 +31,12 @@ struct ChatFormat {
 // user's `prompt`, and the opening of the assistant's turn. Thread-safe (pure).
 std::string ChatPrompt(const ChatFormat& format, absl::string_view prompt,
                        absl::string_view system = "");
+
+// A conversation as text: each turn as `<|im_start|>{role}\n{content}<|im_end|>\n` (the default
+// system turn first when the conversation does not start with a system turn), then the opening
+// of the assistant's turn. Errors: InvalidArgument for an empty conversation, a role other than
+// system, user or assistant, or a system turn after the first. Thread-safe (pure).
+[[nodiscard]] absl::StatusOr<std::string> ChatMessagesPrompt(
+    const ChatFormat& format, absl::Span<const llm::ChatMessage> messages);
 
 }  // namespace shardrt::llama

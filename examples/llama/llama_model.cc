@@ -6,7 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <numeric>
-#include <random>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "llama/llama_weights.h"
@@ -36,34 +36,32 @@ absl::StatusOr<std::vector<float>> ReadLogits(ComputationClient& client, const D
   return values;
 }
 
-// Samples from softmax(logits / temperature) restricted to the smallest set of most likely
-// tokens whose probability reaches top_p (ties broken by the lower id).
-int32_t Sample(const std::vector<float>& logits, const SamplingOptions& s, std::mt19937_64& rng) {
-  std::vector<int32_t> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  const double top = logits[order[0]];
-  std::vector<double> p(order.size());
-  double total = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    p[i] = std::exp((double(logits[order[i]]) - top) / s.temperature);
-    total += p[i];
+}  // namespace
+
+absl::Status CheckPrompt(std::span<const int32_t> prompt, int64_t vocab) {
+  if (prompt.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", i, " is ", prompt[i],
+                                                     ", outside the vocabulary [0, ", vocab,
+                                                     ")"));
+    }
   }
-  size_t keep = 0;
-  double mass = 0;
-  while (keep < order.size() && mass < s.top_p * total) mass += p[keep++];
-  keep = std::max<size_t>(keep, 1);
-  double u = std::uniform_real_distribution<double>(0.0, mass)(rng);
-  for (size_t i = 0; i < keep; ++i) {
-    if (u < p[i]) return order[i];
-    u -= p[i];
-  }
-  return order[keep - 1];
+  return absl::OkStatus();
 }
 
-}  // namespace
+absl::Status LlamaModel::CheckFits(int64_t prompt_len, int64_t max_tokens) const {
+  if (max_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max tokens ", max_tokens, ": expected >= 1"));
+  }
+  // Decode step i (1-based) runs generated token i at position prompt_len + i - 1.
+  if (prompt_len + max_tokens - 1 > options_.cache_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a prompt of ", prompt_len, " tokens and ", max_tokens, " generated tokens need ",
+        prompt_len + max_tokens - 1, " cache positions; the cache holds ", options_.cache_len));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(LlamaConfig config,
                                                                ComputationClient& client,
@@ -198,31 +196,10 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
     return absl::FailedPreconditionError("generate: the model's weights are not loaded");
   }
   const int64_t n = int64_t(prompt.size());
-  if (n < 1) return absl::InvalidArgumentError("the prompt has no tokens");
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= config_.vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt token ", i, " is ", prompt[i],
-                                                     ", outside the vocabulary [0, ",
-                                                     config_.vocab, ")"));
-    }
-  }
-  if (options.max_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max tokens ", options.max_tokens, ": expected >= 1"));
-  }
-  // Decode step i (1-based) runs generated token i at position n + i - 1.
-  if (n + options.max_tokens - 1 > options_.cache_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a prompt of ", n, " tokens and ", options.max_tokens, " generated tokens need ",
-        n + options.max_tokens - 1, " cache positions; the cache holds ", options_.cache_len));
-  }
+  SHARDRT_RETURN_IF_ERROR(CheckPrompt(prompt, config_.vocab));
+  SHARDRT_RETURN_IF_ERROR(CheckFits(n, options.max_tokens));
+  SHARDRT_RETURN_IF_ERROR(llm::ValidateSampling(options.sampling));
   const bool sampling = options.sampling.temperature > 0;
-  if (options.sampling.temperature < 0 || !(options.sampling.top_p > 0) ||
-      options.sampling.top_p > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sampling: temperature ", options.sampling.temperature, " (expected >= 0) and top-p ",
-        options.sampling.top_p, " (expected in (0, 1])"));
-  }
   const int64_t lookahead = sampling ? 0 : std::max<int64_t>(options.lookahead, 1);
   const bool need_logits = options.keep_logits || sampling;
 
@@ -231,7 +208,8 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
 
   GenerateResult result;
   result.prompt_tokens = n;
-  std::mt19937_64 rng(options.sampling.seed);
+  std::optional<llm::Sampler> sampler;
+  if (sampling) sampler.emplace(options.sampling);
   const Clock::time_point start = Clock::now();
   Clock::time_point first_token, last_token;
 
@@ -242,15 +220,17 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
   const HostArrayView inputs[] = {
       {ElementType::kS32, {bucket}, std::as_bytes(std::span<const int32_t>(padded))},
       {ElementType::kS32, {}, std::as_bytes(std::span<const int32_t>(&length, 1))}};
-  const std::shared_ptr<const DataLayout> input_layouts[] = {prefill->parameter_layout(0),
-                                                             prefill->parameter_layout(1)};
+  const std::shared_ptr<const DataLayout> input_layouts[] = {
+      prefill->parameter_layout(PrefillParameter::kTokens),
+      prefill->parameter_layout(PrefillParameter::kLength)};
   SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> prompt_data,
                            client_.TransferToDevice(inputs, input_layouts));
   std::vector<DataPtr> args = std::move(prompt_data);
   args.insert(args.end(), weights_.begin(), weights_.end());
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr decode, Program(false, 0));
   // The token's layout, the same as a prefill output and a decode parameter.
-  const std::shared_ptr<const DataLayout> token_layout = prefill->output_layout(2);
+  const std::shared_ptr<const DataLayout> token_layout =
+      prefill->output_layout(ProgramOutput::kNextToken);
   SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state, executor_.Schedule(prefill, std::move(args)));
   if (options_.retention == ProgramRetention::kReleasePrefill) {
     // The executor holds the prefill until it has run; then its memory goes.
@@ -264,7 +244,8 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
 
   // Steps scheduled whose token has not been read: (next_token, logits) placeholders.
   std::deque<std::pair<DataPtr, DataPtr>> pending;
-  pending.emplace_back(state[2], need_logits ? state[3] : nullptr);
+  pending.emplace_back(state[ProgramOutput::kNextToken],
+                       need_logits ? state[ProgramOutput::kLogits] : nullptr);
   bool stop = false;
   int64_t scheduled = 1;  // tokens whose step is scheduled
   // Reads the oldest pending token (sampling it from the logits when sampling); false once
@@ -278,7 +259,7 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
       SHARDRT_ASSIGN_OR_RETURN(logits, ReadLogits(client_, logits_data));
     }
     if (sampling) {
-      token = Sample(logits, options.sampling, rng);
+      token = sampler->Sample(logits);
     } else {
       SHARDRT_ASSIGN_OR_RETURN(token, ReadToken(client_, token_data));
     }
@@ -317,14 +298,19 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
     const int32_t position = int32_t(n + scheduled - 1);
     const HostArrayView view{ElementType::kS32, {},
                              std::as_bytes(std::span<const int32_t>(&position, 1))};
-    const std::shared_ptr<const DataLayout> layout = decode->parameter_layout(3);
+    const std::shared_ptr<const DataLayout> layout =
+        decode->parameter_layout(DecodeParameter::kPosition);
     SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> position_data,
                              client_.TransferToDevice({&view, 1}, {&layout, 1}));
-    std::vector<DataPtr> step = {std::move(state[0]), std::move(state[1]),
-                                 sampling ? sampled : state[2], std::move(position_data[0])};
+    std::vector<DataPtr> step(DecodeParameter::kFirstWeight);
+    step[DecodeParameter::kKeyCache] = std::move(state[ProgramOutput::kKeyCache]);
+    step[DecodeParameter::kValueCache] = std::move(state[ProgramOutput::kValueCache]);
+    step[DecodeParameter::kToken] = sampling ? sampled : state[ProgramOutput::kNextToken];
+    step[DecodeParameter::kPosition] = std::move(position_data[0]);
     step.insert(step.end(), weights_.begin(), weights_.end());
     SHARDRT_ASSIGN_OR_RETURN(state, executor_.Schedule(decode, std::move(step)));
-    pending.emplace_back(state[2], need_logits ? state[3] : nullptr);
+    pending.emplace_back(state[ProgramOutput::kNextToken],
+                       need_logits ? state[ProgramOutput::kLogits] : nullptr);
     ++scheduled;
   }
   // Steps scheduled past a stop are discarded; wait for them so the caches are released.

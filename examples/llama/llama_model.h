@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,6 +26,7 @@
 #include "llama/gguf.h"
 #include "llama/llama_config.h"
 #include "llama/llama_program.h"
+#include "shardrt/llm/sampling.h"
 #include "shardrt/client/computation_client.h"
 #include "shardrt/executor/executor.h"
 
@@ -53,11 +55,7 @@ struct ModelOptions {
   ProgramRetention retention = ProgramRetention::kKeepAll;
 };
 
-struct SamplingOptions {
-  double temperature = 0.0;  // 0: greedy (argmax, in the program)
-  double top_p = 1.0;        // nucleus: sample among the most likely tokens holding this mass
-  uint64_t seed = 0;
-};
+using SamplingOptions = llm::SamplingOptions;
 
 struct GenerateOptions {
   int64_t max_tokens = 256;  // generated tokens at most (the stop token included)
@@ -74,6 +72,10 @@ struct GenerateResult {
   double decode_seconds = 0;   // first token to the last (both on the host)
   int64_t prompt_tokens = 0;
 };
+
+// Checks a prompt's token ids: at least one, each in [0, vocab). Error: InvalidArgument naming
+// the first bad token. Thread-safe (pure).
+[[nodiscard]] absl::Status CheckPrompt(std::span<const int32_t> prompt, int64_t vocab);
 
 class LlamaModel {
  public:
@@ -96,6 +98,10 @@ class LlamaModel {
   const LlamaConfig& config() const { return config_; }
   int64_t partitions() const { return options_.partitions; }
   int64_t cache_len() const { return options_.cache_len; }
+
+  // Checks that a prompt of `prompt_len` tokens and `max_tokens` generated tokens fit the
+  // cache (max_tokens >= 1). Error: InvalidArgument naming the numbers.
+  [[nodiscard]] absl::Status CheckFits(int64_t prompt_len, int64_t max_tokens) const;
 
   // Compiles every program a generation of up to `max_tokens` tokens after a prompt of
   // `prompt_len` tokens uses (its prefill bucket and the decode step), several at once on the

@@ -43,6 +43,27 @@
 
 namespace shardrt::llama {
 
+// The programs' parameter and output positions (the weights, in WeightSpecs order, follow the
+// parameters listed here).
+struct PrefillParameter {
+  static constexpr size_t kTokens = 0;
+  static constexpr size_t kLength = 1;
+  static constexpr size_t kFirstWeight = 2;
+};
+struct DecodeParameter {
+  static constexpr size_t kKeyCache = 0;
+  static constexpr size_t kValueCache = 1;
+  static constexpr size_t kToken = 2;
+  static constexpr size_t kPosition = 3;
+  static constexpr size_t kFirstWeight = 4;
+};
+struct ProgramOutput {  // of both programs
+  static constexpr size_t kKeyCache = 0;
+  static constexpr size_t kValueCache = 1;
+  static constexpr size_t kNextToken = 2;
+  static constexpr size_t kLogits = 3;
+};
+
 struct LlamaProgram {
   std::string name;  // e.g. "prefill_64" or "decode_2048" (the cache length)
   std::string mlir;  // compile with num_partitions = partitions

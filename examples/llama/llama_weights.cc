@@ -1,7 +1,5 @@
 #include "llama/llama_weights.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -11,9 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/status_macros.h"
-#include "shardrt/base/thread_pool.h"
-#include "shardrt/data/data.h"
-#include "shardrt/pjrt/buffer.h"
 #include "shardrt/sharding/text.h"
 
 namespace shardrt::llama {
@@ -27,34 +22,6 @@ absl::StatusOr<const GgufTensor*> Tensor(const GgufFile& file, const std::string
   }
   return t;
 }
-
-// Floats in pages of their own (an anonymous mapping), returned to the system when destroyed:
-// a freed shard does not stay in the C library's heap, on top of the weights on the devices.
-class PageBuffer {
- public:
-  static absl::StatusOr<PageBuffer> Create(int64_t n) {
-    const size_t bytes = std::max<size_t>(size_t(n) * sizeof(float), 1);
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot map ", bytes, " bytes for a weight shard: ", std::strerror(errno)));
-    }
-    return PageBuffer(static_cast<float*>(p), n);
-  }
-  PageBuffer(PageBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  PageBuffer& operator=(PageBuffer&&) = delete;
-  ~PageBuffer() {
-    if (data_ != nullptr) ::munmap(data_, std::max<size_t>(size_t(size_) * sizeof(float), 1));
-  }
-  float* data() const { return data_; }
-  absl::Span<float> span() const { return absl::MakeSpan(data_, size_t(size_)); }
-
- private:
-  PageBuffer(float* data, int64_t size) : data_(data), size_(size) {}
-  float* data_;
-  int64_t size_;
-};
 
 }  // namespace
 
@@ -126,63 +93,36 @@ absl::StatusOr<std::vector<DataPtr>> LoadWeights(const GgufFile& file, const Lla
     SHARDRT_ASSIGN_OR_RETURN(
         std::shared_ptr<const DataLayout> layout,
         client.MakeLayout(ArrayShape{ElementType::kF32, spec.dims}, sharding, devices));
-    const std::vector<int64_t> local = ShardDims(spec, p);
-    int64_t shard_elements = 1;
-    for (int64_t dim : local) shard_elements *= dim;
-    // Device d's shard, dequantized piece by piece.
-    auto dequantize = [&](int64_t d) -> absl::StatusOr<PageBuffer> {
-      SHARDRT_ASSIGN_OR_RETURN(std::vector<ShardPiece> pieces, ShardPieces(file, c, spec, p, d));
-      SHARDRT_ASSIGN_OR_RETURN(PageBuffer shard, PageBuffer::Create(shard_elements));
-      int64_t at = 0;
+    // Device d's shard, dequantized piece by piece into the client's host buffer (a
+    // replicated weight is dequantized once). The client uploads each shard and frees it as
+    // soon as the plugin has it: the host holds at most one shard per pool thread.
+    auto dequantize = [&](size_t d, std::span<std::byte> into) -> absl::Status {
+      SHARDRT_ASSIGN_OR_RETURN(std::vector<ShardPiece> pieces,
+                               ShardPieces(file, c, spec, p, int64_t(d)));
+      const absl::Span<float> shard(reinterpret_cast<float*>(into.data()),
+                                    into.size() / sizeof(float));
+      size_t at = 0;
       for (const ShardPiece& piece : pieces) {
-        const int64_t n = (piece.row_end - piece.row_begin) * (piece.col_end - piece.col_begin);
-        if (at + n > shard_elements) {
+        const size_t n =
+            size_t((piece.row_end - piece.row_begin) * (piece.col_end - piece.col_begin));
+        if (at + n > shard.size()) {
           return absl::InternalError(absl::StrCat("weight ", spec.name, ": pieces overflow"));
         }
         SHARDRT_RETURN_IF_ERROR(file.Dequantize(*piece.tensor, piece.row_begin, piece.row_end,
                                                 piece.col_begin, piece.col_end,
-                                                shard.span().subspan(size_t(at), size_t(n))));
+                                                shard.subspan(at, n)));
         at += n;
       }
-      if (at != shard_elements) {
+      if (at != shard.size()) {
         return absl::InternalError(absl::StrCat("weight ", spec.name, ": pieces hold ", at,
-                                                " values, the shard ", shard_elements));
+                                                " values, the shard ", shard.size()));
       }
-      return shard;
+      return absl::OkStatus();
     };
-    // A replicated weight is the same on every device: dequantize it once. A split one is
-    // dequantized and uploaded device by device, each host shard unmapped once its upload is
-    // done, so the host holds at most one shard per pool thread.
-    std::optional<PageBuffer> replicated;
-    if (spec.split_dim < 0) {
-      SHARDRT_ASSIGN_OR_RETURN(PageBuffer shard, dequantize(0));
-      replicated.emplace(std::move(shard));
-    }
-    std::vector<pjrt::Buffer> buffers(p);
-    SHARDRT_RETURN_IF_ERROR(ParallelFor(
-        client.pool(), p, ParallelCost{.per_item_ns = 2.0 * double(shard_elements)},
-        [&](int64_t begin, int64_t end) -> absl::Status {
-          for (int64_t d = begin; d < end; ++d) {
-            std::optional<PageBuffer> own;
-            if (!replicated.has_value()) {
-              SHARDRT_ASSIGN_OR_RETURN(PageBuffer shard, dequantize(d));
-              own.emplace(std::move(shard));
-            }
-            const float* shard = (own.has_value() ? *own : *replicated).data();
-            SHARDRT_ASSIGN_OR_RETURN(
-                pjrt::HostUpload upload,
-                pjrt::Buffer::FromHost(*client.pjrt_client(), shard, ElementType::kF32, local,
-                                       *devices[d],
-                                       pjrt::HostBufferSemantics::kImmutableUntilTransferCompletes));
-            SHARDRT_RETURN_IF_ERROR(upload.done_with_host_buffer.Await());
-            buffers[d] = std::move(upload.buffer);
-          }
-          return absl::OkStatus();
-        }));
+    // About 0.5 ns per f32 byte to dequantize.
+    SHARDRT_ASSIGN_OR_RETURN(DataPtr data, client.AssembleFromShards(layout, dequantize, 0.5));
     // This weight's tensors have been read: their pages of the file can go.
     file.ReleasePages();
-    SHARDRT_ASSIGN_OR_RETURN(DataPtr data,
-                             Data::Create(client.pjrt_client(), layout, std::move(buffers)));
     out.push_back(std::move(data));
   }
   return out;

@@ -1,12 +1,10 @@
 // shardrt generate: text generation with a Llama-architecture GGUF model (SmolLM2-135M-Instruct
-// by default, fetched by scripts/bootstrap.sh), tensor-parallel over N devices (examples/llama).
-//
-// The prompt is tokenized (byte-level BPE), wrapped in the model's chat template with --chat,
-// and run through prefill; then one decode step per token on the asynchronous executor, the
-// host reading each token a few steps behind the newest scheduled one. The text streams to
-// stdout as tokens arrive (whole UTF-8 characters only). stderr ends with the prefill time and
-// `decoded N tokens in X s (Y tokens/s)`; --json prints one object at the end instead of the
-// stream.
+// by default, fetched by scripts/bootstrap.sh), tensor-parallel over N devices, through the
+// library's llm::Session (shardrt/llm/session.h). This file holds what belongs to the command:
+// its flags, its output (the text streams to stdout; --json prints one object at the end), and
+// its process policy: a first run compiles in a child process, and the C library's heap is
+// handed back to the system after compiling, after each program load and now and then while
+// decoding.
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -18,7 +16,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 
 #include "absl/strings/numbers.h"
@@ -29,18 +26,12 @@
 #include "cli/flags.h"
 #include "cli/npy.h"
 #include "cli/runtime_setup.h"
-#include "llama/chat.h"
-#include "llama/gguf.h"
-#include "llama/llama_model.h"
-#include "llama/tokenizer.h"
-#include "llama/utf8.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/base/status_macros.h"
+#include "shardrt/llm/session.h"
 
 namespace shardrt::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // The model file: --model, else $SHARDRT_MODEL. Error: neither is set.
 absl::StatusOr<std::string> ModelPath(const Flags& flags) {
@@ -103,19 +94,22 @@ absl::Status CompileInChild(const std::vector<std::string>& args) {
   return absl::OkStatus();
 }
 
-}  // namespace
+using Clock = std::chrono::steady_clock;
 
-// The `generate` subcommand (see commands.h). Errors: bad flags (InvalidArgument, before the
-// model is read), the model file's, the tokenizer's, the runtime's, compilation's and the
-// executions'. Owns everything it creates; runs on the calling thread.
-absl::Status GenerateCommand(const std::vector<std::string>& args) {
-  SHARDRT_ASSIGN_OR_RETURN(
-      Flags flags,
-      Flags::Parse(args, {.with_value = {"model", "prompt", "prompt-tokens", "system",
-                                         "max-tokens", "devices", "temperature", "top-p", "seed",
-                                         "logits-out", "plugin", "compile-cache", "trace",
-                                         "attention-block"},
-                          .boolean = {"chat", "json", "metrics", "compile-only"}}));
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// What the flags ask for: the request and the session's sizes. Errors: InvalidArgument for bad
+// flags and combinations, before the model is read.
+struct GenerateFlags {
+  llm::GenerateRequest request;
+  int64_t devices = 8;
+  std::string model_path;
+  std::optional<std::string> logits_out;
+};
+
+absl::StatusOr<GenerateFlags> ReadGenerateFlags(const Flags& flags) {
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", flags.positional()[0].substr(0, 64), "'"));
@@ -129,175 +123,160 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   if (flags.Has("system") && !flags.Has("chat")) {
     return absl::InvalidArgumentError("--system needs --chat");
   }
-  SHARDRT_ASSIGN_OR_RETURN(int64_t devices, flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
-  SHARDRT_ASSIGN_OR_RETURN(int64_t max_tokens, flags.GetInt("max-tokens", 128, 1, 8192));
-  llama::GenerateOptions options;
-  options.max_tokens = max_tokens;
-  SHARDRT_ASSIGN_OR_RETURN(options.sampling.temperature,
-                           flags.GetDouble("temperature", 0.0, 0.0, 100.0));
-  SHARDRT_ASSIGN_OR_RETURN(options.sampling.top_p, flags.GetDouble("top-p", 1.0, 1e-6, 1.0));
+  GenerateFlags out;
+  llm::GenerateRequest& r = out.request;
+  SHARDRT_ASSIGN_OR_RETURN(out.devices, flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
+  SHARDRT_ASSIGN_OR_RETURN(r.max_tokens, flags.GetInt("max-tokens", 128, 1, 8192));
+  SHARDRT_ASSIGN_OR_RETURN(r.sampling.temperature, flags.GetDouble("temperature", 0.0, 0.0, 100.0));
+  SHARDRT_ASSIGN_OR_RETURN(r.sampling.top_p, flags.GetDouble("top-p", 1.0, 1e-6, 1.0));
   SHARDRT_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0, 0, INT64_MAX));
-  options.sampling.seed = static_cast<uint64_t>(seed);
-  if ((flags.Has("top-p") || flags.Has("seed")) && options.sampling.temperature == 0) {
+  r.sampling.seed = static_cast<uint64_t>(seed);
+  if ((flags.Has("top-p") || flags.Has("seed")) && r.sampling.temperature == 0) {
     return absl::InvalidArgumentError(
         "--top-p and --seed apply to sampling: pass --temperature T > 0 too");
   }
-  const bool json = flags.Has("json");
-  const std::optional<std::string> logits_out = flags.Get("logits-out");
-  if (logits_out.has_value() && logits_out->empty()) {
+  out.logits_out = flags.Get("logits-out");
+  if (out.logits_out.has_value() && out.logits_out->empty()) {
     return absl::InvalidArgumentError("flag --logits-out: empty path");
   }
-  options.keep_logits = logits_out.has_value();
-  SHARDRT_ASSIGN_OR_RETURN(std::string model_path, ModelPath(flags));
-
-  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llama::GgufFile> file,
-                           llama::GgufFile::Open(model_path));
-  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llama::Tokenizer> tokenizer,
-                           llama::Tokenizer::FromGguf(*file));
-  std::vector<int32_t> prompt;
+  r.logits = out.logits_out.has_value() ? llm::LogitsOutput::kKeep : llm::LogitsOutput::kDiscard;
   if (flags.Has("prompt-tokens")) {
-    SHARDRT_ASSIGN_OR_RETURN(prompt, ParseIds(*flags.Get("prompt-tokens")));
+    SHARDRT_ASSIGN_OR_RETURN(r.prompt_tokens, ParseIds(*flags.Get("prompt-tokens")));
   } else {
-    std::string text = *flags.Get("prompt");
-    if (flags.Has("chat")) {
-      SHARDRT_ASSIGN_OR_RETURN(llama::ChatFormat format, llama::ReadChatFormat(*file));
-      text = llama::ChatPrompt(format, text, flags.Get("system").value_or(""));
-    }
-    SHARDRT_ASSIGN_OR_RETURN(prompt, tokenizer->Encode(text));
+    r.prompt = *flags.Get("prompt");
+    if (r.prompt.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
+    r.format = flags.Has("chat") ? llm::PromptFormat::kChat : llm::PromptFormat::kRaw;
+    r.system = flags.Get("system").value_or("");
   }
-  if (prompt.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
-  for (size_t i = 0; i < prompt.size(); ++i) {  // before anything is compiled or loaded
-    if (prompt[i] < 0 || prompt[i] >= tokenizer->vocab_size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("flag --prompt-tokens: token ", i, " is ", prompt[i],
-                       ", outside the vocabulary [0, ", tokenizer->vocab_size(), ")"));
-    }
-  }
-  for (const char* stop : {"<|im_end|>", "<|endoftext|>"}) {
-    if (int32_t id = tokenizer->TokenId(stop); id >= 0) options.stop_tokens.push_back(id);
-  }
-  if (tokenizer->eos_id() >= 0) options.stop_tokens.push_back(tokenizer->eos_id());
+  SHARDRT_ASSIGN_OR_RETURN(out.model_path, ModelPath(flags));
+  return out;
+}
 
+// Compiles the programs of a prompt of `prompt_len` tokens: a first run with a compile cache
+// (not itself the --compile-only child) compiles in a child process, so that the compiler's
+// memory never joins the weights.
+absl::Status CompileFirst(llm::Session& session, const Runtime& runtime,
+                          const std::vector<std::string>& args, bool compile_only,
+                          int64_t prompt_len, int64_t max_tokens) {
+  if (!compile_only && runtime.client().has_persistent_cache()) {
+    SHARDRT_ASSIGN_OR_RETURN(bool compiled, session.IsPrecompiled(prompt_len, max_tokens));
+    // If the child fails, Precompile compiles here and reports what went wrong.
+    if (!compiled) CompileInChild(args).IgnoreError();
+  }
+  return session.Precompile(prompt_len, max_tokens);
+}
+
+// Writes every step's logits as a [tokens, vocab] f32 .npy.
+absl::Status WriteLogits(const std::string& path, const llm::GenerateResult& result,
+                         int64_t vocab) {
+  NpyArray array;
+  array.type = ElementType::kF32;
+  array.shape = {int64_t(result.logits.size()), vocab};
+  for (const std::vector<float>& row : result.logits) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
+    array.data.insert(array.data.end(), bytes, bytes + row.size() * sizeof(float));
+  }
+  return WriteNpy(path, array);
+}
+
+// The --json object.
+void PrintJson(const llm::GenerateResult& result) {
+  std::vector<int64_t> prompt(result.prompt_tokens.begin(), result.prompt_tokens.end());
+  std::vector<int64_t> tokens(result.tokens.begin(), result.tokens.end());
+  std::printf("{\"prompt_tokens\": %s, \"tokens\": %s, \"text\": %s, \"finish_reason\": \"%s\", "
+              "\"prefill_s\": %.6f, \"decode_tokens_per_s\": %.3f}\n",
+              JsonIntList(prompt).c_str(), JsonIntList(tokens).c_str(),
+              JsonString(result.text).c_str(),
+              std::string(llm::FinishReasonName(result.finish_reason)).c_str(),
+              result.stats.prefill_seconds, result.stats.decode_tokens_per_second());
+}
+
+}  // namespace
+
+// The `generate` subcommand (see commands.h). Errors: bad flags (InvalidArgument, before the
+// model is read), the model file's, the tokenizer's, the runtime's, compilation's and the
+// executions'. Owns everything it creates; runs on the calling thread.
+absl::Status GenerateCommand(const std::vector<std::string>& args) {
+  SHARDRT_ASSIGN_OR_RETURN(
+      Flags flags,
+      Flags::Parse(args, {.with_value = {"model", "prompt", "prompt-tokens", "system",
+                                         "max-tokens", "devices", "temperature", "top-p", "seed",
+                                         "logits-out", "plugin", "compile-cache", "trace",
+                                         "attention-block"},
+                          .boolean = {"chat", "json", "metrics", "compile-only"}}));
+  SHARDRT_ASSIGN_OR_RETURN(GenerateFlags g, ReadGenerateFlags(flags));
+  const bool json = flags.Has("json"), compile_only = flags.Has("compile-only");
   CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
   SHARDRT_RETURN_IF_ERROR(reports.Start());
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
-                           CreateCliRuntime(devices, flags.Get("plugin"), flags.Get("compile-cache")));
-  llama::ModelOptions model_options;
-  model_options.partitions = devices;
-  model_options.granule = 64 % devices == 0 ? 64 : devices * 8;
-  // Positions per iteration of the decode step's attention loop (a multiple of the devices).
-  SHARDRT_ASSIGN_OR_RETURN(model_options.block,
-                           flags.GetInt("attention-block", 256 % devices == 0 ? 256 : devices * 32,
-                                        1, 8192));
-  // One generation per process: the prefill program's memory goes once it has run.
-  model_options.retention = llama::ProgramRetention::kReleasePrefill;
-  model_options.cache_len = int64_t(prompt.size()) + max_tokens;
-  // Compile first, then load: the compiler's memory is handed back before the weights arrive,
-  // so the process never holds both.
-  SHARDRT_ASSIGN_OR_RETURN(llama::LlamaConfig config, llama::LlamaConfig::FromGguf(*file));
-  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llama::LlamaModel> model,
-                           llama::LlamaModel::Create(config, runtime->client(),
-                                                     runtime->executor(), model_options));
-  const bool compile_only = flags.Has("compile-only");
+                           CreateCliRuntime(g.devices, flags.Get("plugin"), flags.Get("compile-cache")));
   if (compile_only && !runtime->client().has_persistent_cache()) {
     return absl::InvalidArgumentError(
         "--compile-only needs a compile cache (--compile-cache DIR, $SHARDRT_COMPILE_CACHE or the "
         "default; not off)");
   }
-  const Clock::time_point compile_start = Clock::now();
-  if (!compile_only && runtime->client().has_persistent_cache()) {
-    SHARDRT_ASSIGN_OR_RETURN(bool compiled,
-                             model->IsPrecompiled(int64_t(prompt.size()), max_tokens));
-    // A first run compiles in a child process; if that fails, Precompile compiles here.
-    if (!compiled) CompileInChild(args).IgnoreError();
+  llm::SessionOptions options{.model_path = g.model_path, .devices = g.devices,
+                              .retention = llm::ProgramRetention::kReleasePrefill};
+  SHARDRT_ASSIGN_OR_RETURN(options.attention_block,
+                           flags.GetInt("attention-block", 256 % g.devices == 0 ? 256 : g.devices * 32, 1, 8192));
+  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Session> session,
+                           llm::Session::Open(*runtime, options));
+  std::vector<int32_t> prompt;
+  if (absl::StatusOr<std::vector<int32_t>> p = session->PromptTokens(g.request); p.ok()) {
+    prompt = *std::move(p);
+  } else {
+    return g.request.prompt_tokens.empty() ? p.status()
+                                            : absl::InvalidArgumentError(absl::StrCat(
+                                                  "flag --prompt-tokens: ", p.status().message()));
   }
-  SHARDRT_RETURN_IF_ERROR(model->Precompile(int64_t(prompt.size()), max_tokens));
+  // One request per process: the cache holds exactly its positions.
+  const int64_t n = int64_t(prompt.size()), max_tokens = g.request.max_tokens;
+  SHARDRT_RETURN_IF_ERROR(session->SetContextLength(n + max_tokens));
+  const Clock::time_point compile_start = Clock::now();
+  SHARDRT_RETURN_IF_ERROR(CompileFirst(*session, *runtime, args, compile_only, n, max_tokens));
   if (compile_only) {
-    std::fprintf(stderr, "compiled in %.2f s\n",
-                 std::chrono::duration<double>(Clock::now() - compile_start).count());
+    std::fprintf(stderr, "compiled in %.2f s\n", Since(compile_start));
     return reports.Finish();
   }
-  // The compiler frees what it used, but the C library keeps much of it mapped; hand it back
-  // (the CLI owns its process; the library does not do this).
+  const double compile_s = Since(compile_start);
+  // The compiler frees what it used, but the C library keeps much of it mapped: hand it back
+  // before the weights arrive, and after each program load.
   malloc_trim(0);
   const Clock::time_point load_start = Clock::now();
-  SHARDRT_RETURN_IF_ERROR(model->LoadWeights(*file));
-  // The weights are on the devices: the file's mapping (98 MB for SmolLM2) can go.
-  file.reset();
-  // Then the programs (from the compile cache when it is on), one at a time, the heap trimmed
-  // after each load so that no load's transient stays on top of the weights.
+  SHARDRT_RETURN_IF_ERROR(session->Load());
+  const double load_s = Since(load_start);
   const Clock::time_point programs_start = Clock::now();
-  SHARDRT_RETURN_IF_ERROR(
-      model->Prepare(int64_t(prompt.size()), max_tokens, [] { malloc_trim(0); }));
-  const Clock::time_point ready = Clock::now();
+  SHARDRT_RETURN_IF_ERROR(session->Prepare(n, max_tokens, [] { malloc_trim(0); }));
   std::fprintf(stderr, "compiled in %.2f s, loaded %s on %lld devices in %.2f s, programs in %.2f s\n",
-               std::chrono::duration<double>(load_start - compile_start).count(),
-               model_path.c_str(), static_cast<long long>(devices),
-               std::chrono::duration<double>(programs_start - load_start).count(),
-               std::chrono::duration<double>(ready - programs_start).count());
-
-  llama::StreamDecoder stream(*tokenizer);
-  std::string text;
-  absl::Status stream_status;
-  int64_t received = 0;
-  auto on_token = [&](int32_t token) {
-    // The prefill's program and temporaries are freed soon after its token arrives, and each
-    // step frees small temporaries: hand what the C library keeps back to the system at tokens
-    // 1, 2, 4, ..., 256 and then every 256 tokens (a trim costs about a millisecond).
-    ++received;
-    if ((received & (received - 1)) == 0 ? received <= 256 : received % 256 == 0) malloc_trim(0);
-    // Stop tokens end the text; they are not part of it.
-    for (int32_t stop : options.stop_tokens) {
-      if (token == stop) return true;
-    }
-    absl::StatusOr<std::string> piece = stream.Push(token);
-    if (!piece.ok()) {
-      stream_status = piece.status();
-      return false;
-    }
-    text += *piece;
-    if (!json && !piece->empty()) {
-      std::fwrite(piece->data(), 1, piece->size(), stdout);
+               compile_s, g.model_path.c_str(), static_cast<long long>(g.devices), load_s,
+               Since(programs_start));
+  auto on_token = [&](const llm::TokenEvent& event) {
+    // The prefill's memory goes soon after its token, and each step frees small temporaries:
+    // trim at tokens 1, 2, 4, ..., 256 and then every 256 (a trim costs about a millisecond).
+    const int64_t k = event.index + 1;
+    if ((k & (k - 1)) == 0 ? k <= 256 : k % 256 == 0) malloc_trim(0);
+    if (!json && !event.text.empty()) {
+      std::fwrite(event.text.data(), 1, event.text.size(), stdout);
       std::fflush(stdout);
     }
-    return true;
+    return llm::StreamControl::kContinue;
   };
-  SHARDRT_ASSIGN_OR_RETURN(llama::GenerateResult result,
-                           model->Generate(prompt, options, on_token));
-  SHARDRT_RETURN_IF_ERROR(stream_status);
-  const std::string rest = stream.Finish();
-  text += rest;
-  if (!json) {
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
+  g.request.prompt.clear();
+  g.request.prompt_tokens = prompt;
+  g.request.format = llm::PromptFormat::kRaw;
+  g.request.system.clear();
+  SHARDRT_ASSIGN_OR_RETURN(llm::GenerateResult result, session->Generate(g.request, on_token));
+  if (!json) std::fputc('\n', stdout);
+  if (g.logits_out.has_value()) {
+    SHARDRT_RETURN_IF_ERROR(WriteLogits(*g.logits_out, result, session->info().vocab));
   }
-  if (logits_out.has_value()) {
-    NpyArray array;
-    array.type = ElementType::kF32;
-    array.shape = {int64_t(result.logits.size()), model->config().vocab};
-    for (const std::vector<float>& row : result.logits) {
-      const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
-      array.data.insert(array.data.end(), bytes, bytes + row.size() * sizeof(float));
-    }
-    SHARDRT_RETURN_IF_ERROR(WriteNpy(*logits_out, array));
-  }
-  const int64_t n = int64_t(result.tokens.size());
-  const double decode_rate =
-      n > 1 && result.decode_seconds > 0 ? double(n - 1) / result.decode_seconds : 0.0;
-  if (json) {
-    std::vector<int64_t> prompt64(prompt.begin(), prompt.end());
-    std::vector<int64_t> tokens64(result.tokens.begin(), result.tokens.end());
-    std::printf("{\"prompt_tokens\": %s, \"tokens\": %s, \"text\": %s, \"prefill_s\": %.6f, "
-                "\"decode_tokens_per_s\": %.3f}\n",
-                JsonIntList(prompt64).c_str(), JsonIntList(tokens64).c_str(),
-                JsonString(llama::utf8::ReplaceInvalidUtf8(text)).c_str(), result.prefill_seconds, decode_rate);
-  }
+  if (json) PrintJson(result);
   std::fprintf(stderr, "prefill: %lld prompt tokens in %.3f s (%.1f tokens/s)\n",
-               static_cast<long long>(result.prompt_tokens), result.prefill_seconds,
-               double(result.prompt_tokens) / std::max(result.prefill_seconds, 1e-9));
+               static_cast<long long>(result.stats.prompt_tokens), result.stats.prefill_seconds,
+               result.stats.prefill_tokens_per_second());
   std::fprintf(stderr, "decoded %lld tokens in %.3f s (%.2f tokens/s)\n",
-               static_cast<long long>(n > 0 ? n - 1 : 0), result.decode_seconds, decode_rate);
+               static_cast<long long>(std::max<int64_t>(result.stats.generated_tokens - 1, 0)),
+               result.stats.decode_seconds, result.stats.decode_tokens_per_second());
   return reports.Finish();
 }
 

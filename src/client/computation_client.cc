@@ -154,6 +154,15 @@ absl::StatusOr<DataPtr> ComputationClient::TransferShardsToDevice(
   return shardrt::TransferShardsToDevice(client_, pool_, std::move(layout), shards);
 }
 
+absl::StatusOr<DataPtr> ComputationClient::AssembleFromShards(
+    std::shared_ptr<const DataLayout> layout,
+    absl::FunctionRef<absl::Status(size_t device, std::span<std::byte> into)> produce,
+    double produce_ns_per_byte) {
+  SHARDRT_TRACE_SPAN("AssembleFromShards", "transfer");
+  return shardrt::AssembleFromShards(client_, pool_, std::move(layout), produce,
+                                     produce_ns_per_byte);
+}
+
 absl::StatusOr<std::vector<HostArray>> ComputationClient::TransferFromDevice(
     absl::Span<const DataPtr> data) {
   SHARDRT_TRACE_SPAN("TransferFromDevice", "transfer");

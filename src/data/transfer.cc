@@ -1,6 +1,12 @@
 #include "data/transfer.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -280,6 +286,81 @@ absl::StatusOr<DataPtr> TransferShardsToDevice(const std::shared_ptr<pjrt::Clien
         return absl::OkStatus();
       }));
   SHARDRT_RETURN_IF_ERROR(AwaitAll(done));
+  return Data::Create(client, std::move(layout), std::move(buffers));
+}
+
+namespace {
+
+// Host bytes in pages of their own (an anonymous mapping, zero-filled), handed back to the
+// system when destroyed: a shard produced for an upload never stays in the C library's heap,
+// on top of the data on the devices.
+class HostPages {
+ public:
+  static absl::StatusOr<HostPages> Map(size_t bytes) {
+    const size_t length = std::max<size_t>(bytes, 1);
+    void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "AssembleFromShards: cannot map ", bytes, " bytes for a shard: ", std::strerror(errno)));
+    }
+    return HostPages(static_cast<std::byte*>(p), bytes);
+  }
+  HostPages(HostPages&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  HostPages& operator=(HostPages&&) = delete;
+  ~HostPages() {
+    if (data_ != nullptr) ::munmap(data_, std::max<size_t>(size_, 1));
+  }
+  std::span<std::byte> span() const { return {data_, size_}; }
+
+ private:
+  HostPages(std::byte* data, size_t size) : data_(data), size_(size) {}
+  std::byte* data_;
+  size_t size_;
+};
+
+}  // namespace
+
+absl::StatusOr<DataPtr> AssembleFromShards(const std::shared_ptr<pjrt::Client>& client,
+                                           ThreadPool* pool,
+                                           std::shared_ptr<const DataLayout> layout,
+                                           ShardProducer produce, double produce_ns_per_byte) {
+  if (layout == nullptr) return absl::InvalidArgumentError("AssembleFromShards: null layout");
+  static Metric* const time = GlobalMetrics().GetMetric(kTransferToDeviceTime, MetricRepr::kTime);
+  ScopedTimer timer(time);
+  const size_t num_devices = layout->devices.size();
+  SHARDRT_ASSIGN_OR_RETURN(int64_t shard_elems, NumElements(layout->shard_dims));
+  const size_t shard_bytes = static_cast<size_t>(shard_elems * ElementSizeInBytes(layout->global.type));
+  // One upload at a time per shard, awaited before its pages go: the plugin copies it
+  // asynchronously (several shards are in flight at once on the pool's threads).
+  const UploadPlan plan{pjrt::HostBufferSemantics::kImmutableUntilTransferCompletes,
+                        ParallelCost{.per_item_ns = 700.0 + (produce_ns_per_byte + 0.1) *
+                                                               static_cast<double>(shard_bytes)}};
+  std::optional<HostPages> replicated;
+  if (layout->sharding.IsReplicated()) {
+    SHARDRT_ASSIGN_OR_RETURN(HostPages pages, HostPages::Map(shard_bytes));
+    SHARDRT_RETURN_IF_ERROR(produce(0, pages.span()));
+    replicated.emplace(std::move(pages));
+  }
+  std::vector<pjrt::Buffer> buffers(num_devices);
+  SHARDRT_RETURN_IF_ERROR(ParallelFor(
+      pool, static_cast<int64_t>(num_devices), plan.cost,
+      [&](int64_t begin, int64_t end) -> absl::Status {
+        for (int64_t d = begin; d < end; ++d) {
+          std::optional<HostPages> own;
+          if (!replicated.has_value()) {
+            SHARDRT_ASSIGN_OR_RETURN(HostPages pages, HostPages::Map(shard_bytes));
+            SHARDRT_RETURN_IF_ERROR(produce(static_cast<size_t>(d), pages.span()));
+            own.emplace(std::move(pages));
+          }
+          const std::byte* origin = (own.has_value() ? *own : *replicated).span().data();
+          pjrt::Event done;
+          SHARDRT_RETURN_IF_ERROR(
+              UploadShard(*client, plan, origin, *layout, static_cast<size_t>(d), buffers[d], done));
+          if (!done.empty()) SHARDRT_RETURN_IF_ERROR(done.Await());
+        }
+        return absl::OkStatus();
+      }));
   return Data::Create(client, std::move(layout), std::move(buffers));
 }
 

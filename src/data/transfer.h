@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "shardrt/base/thread_pool.h"
 #include "shardrt/data/data.h"
@@ -38,6 +39,22 @@ namespace shardrt {
 [[nodiscard]] absl::StatusOr<DataPtr> TransferShardsToDevice(
     const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool,
     std::shared_ptr<const DataLayout> layout, std::span<const std::span<const std::byte>> shards);
+
+// Produces device d's shard into `into`: the layout's padded shard shape, row-major, zeroed.
+// Called on pool threads, for several devices at once; an error stops the assembly.
+using ShardProducer = absl::FunctionRef<absl::Status(size_t device, std::span<std::byte> into)>;
+
+// Builds data of `layout` shard by shard: each device's shard is produced by `produce` into a
+// host buffer of its own pages, uploaded, and its pages handed back to the system as soon as
+// the plugin is done with them, so the host holds at most one shard per pool thread (never
+// the global array). A replicated layout's shard is produced once (as device 0's) and
+// uploaded to every device. `produce_ns_per_byte` estimates the producer's cost for the pool's
+// cost model. Errors (nothing is kept): the producer's first error; ResourceExhausted when the
+// host buffer cannot be mapped; the plugin's.
+[[nodiscard]] absl::StatusOr<DataPtr> AssembleFromShards(
+    const std::shared_ptr<pjrt::Client>& client, ThreadPool* pool,
+    std::shared_ptr<const DataLayout> layout, ShardProducer produce,
+    double produce_ns_per_byte);
 
 // Downloads each data and assembles its global array. Errors: the data's own (placeholder,
 // donated, failed), or the plugin's.

@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "shardrt/base/thread_pool.h"
@@ -122,6 +123,19 @@ class ComputationClient {
   // Uploads per-device shards (padded shard shape, row-major) as one piece of data.
   [[nodiscard]] absl::StatusOr<DataPtr> TransferShardsToDevice(
       std::shared_ptr<const DataLayout> layout, absl::Span<const std::span<const std::byte>> shards);
+  // Builds sharded data of `layout` shard by shard, for data whose shards the caller makes
+  // rather than holds (e.g. a model's weights read from a file): produce(d, into) writes
+  // device d's shard (the layout's padded shard shape, row-major, zero-filled) into `into`;
+  // it runs on the pool, for several devices at once. Each shard is uploaded and its host
+  // pages handed back as soon as the plugin is done with them, so the host holds at most one
+  // shard per pool thread; a replicated layout's shard is produced once and uploaded to every
+  // device. `produce_ns_per_byte` estimates the producer's cost (the pool's cost model).
+  // Errors (nothing is kept): InvalidArgument for a null layout; the producer's first error;
+  // ResourceExhausted when a shard's host pages cannot be mapped; the plugin's. Thread-safe.
+  [[nodiscard]] absl::StatusOr<DataPtr> AssembleFromShards(
+      std::shared_ptr<const DataLayout> layout,
+      absl::FunctionRef<absl::Status(size_t device, std::span<std::byte> into)> produce,
+      double produce_ns_per_byte = 0.0);
   // Downloads and assembles global host arrays (a new array each).
   [[nodiscard]] absl::StatusOr<std::vector<HostArray>> TransferFromDevice(
       absl::Span<const DataPtr> data);

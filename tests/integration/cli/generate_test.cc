@@ -113,7 +113,7 @@ TEST_F(GenerateTest, BadFlagsAndFilesAreOneLine) {
   ExpectCleanError(m + " --prompt a --prompt-tokens 1", "pass exactly one of --prompt");
   ExpectCleanError(m + " --prompt-tokens 1,x", "flag --prompt-tokens: entry 1 is not a token id");
   ExpectCleanError(m + " --prompt-tokens 1,49152",
-                   "flag --prompt-tokens: token 1 is 49152, outside the vocabulary [0, 49152)");
+                   "flag --prompt-tokens: prompt token 1 is 49152, outside the vocabulary [0, 49152)");
   ExpectCleanError(m + " --prompt a --top-p 0.5", "--top-p and --seed apply to sampling");
   ExpectCleanError(m + " --prompt a --temperature -1",
                    "flag --temperature: expected a number in [0, 100], got '-1'");

@@ -880,6 +880,73 @@ TEST(TransferTest, ShardsTheCallerAlreadyHoldsGoUpAsOneArray) {
       << bad.status();
 }
 
+// AssembleFromShards: each device's shard is produced into zeroed host pages on the pool and
+// uploaded; the global array read back is the one the shards describe (uneven: 10 rows over 4
+// devices, 2D tiles over 8), a replicated layout's shard is produced once, and a producer's
+// error ends the assembly with that error.
+TEST(TransferTest, ShardsProducedOnThePoolAssembleOneArray) {
+  auto client = MakeClient();
+  ASSERT_NE(client, nullptr);
+  auto devices = client->DefaultDevices(8);
+  ASSERT_TRUE(devices.ok());
+  // Rows split over 4 devices, columns over 2: device d = 2 * row block + column block holds
+  // rows [3 * (d / 2), ...) (3, 3, 3, 1 + padding) and columns [3 * (d % 2), +3).
+  auto layout = client->MakeLayout({ElementType::kS32, {10, 6}},
+                                   MustParse("{devices=[4,2]<=[8]}"), *devices);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  ASSERT_EQ((*layout)->shard_dims, (std::vector<int64_t>{3, 3}));
+  std::atomic<int> calls = 0;
+  auto data = client->AssembleFromShards(
+      *layout, [&](size_t d, std::span<std::byte> into) -> absl::Status {
+        ++calls;
+        auto* v = reinterpret_cast<int32_t*>(into.data());
+        for (size_t i = 0; i < into.size() / 4; ++i) {
+          if (v[i] != 0) return absl::InternalError("pages not zeroed");
+        }
+        for (int r = 0; r < 3; ++r) {
+          for (int c = 0; c < 3; ++c) {
+            const int row = 3 * int(d / 2) + r, col = 3 * int(d % 2) + c;
+            if (row < 10) v[r * 3 + c] = row * 100 + col;
+          }
+        }
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(calls.load(), 8);
+  std::vector<int32_t> global = Values<int32_t>(Download(*client, *data));
+  ASSERT_EQ(global.size(), 60u);
+  for (int row = 0; row < 10; ++row) {
+    for (int col = 0; col < 6; ++col) EXPECT_EQ(global[row * 6 + col], row * 100 + col);
+  }
+  // Replicated: produced once, the same on every device (each device's copy read back).
+  auto replicated = client->MakeLayout({ElementType::kF32, {5}}, MustParse("{replicated}"),
+                                       *devices);
+  ASSERT_TRUE(replicated.ok());
+  calls = 0;
+  auto same = client->AssembleFromShards(*replicated, [&](size_t d, std::span<std::byte> into) {
+    ++calls;
+    auto* v = reinterpret_cast<float*>(into.data());
+    for (int i = 0; i < 5; ++i) v[i] = 0.5f * float(i) + float(d);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(calls.load(), 1);
+  ASSERT_NE((*same)->buffers(), nullptr);
+  ASSERT_EQ((*same)->buffers()->buffers.size(), 8u);
+  for (const pjrt::Buffer& buffer : (*same)->buffers()->buffers) {
+    std::vector<float> values(5, -1.0f);
+    auto done = buffer.ToHost(values.data(), values.size() * sizeof(float));
+    ASSERT_TRUE(done.ok()) << done.status();
+    ASSERT_TRUE(done->Await().ok());
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(values[i], 0.5f * float(i));
+  }
+  // The producer's error is the assembly's.
+  auto failed = client->AssembleFromShards(*layout, [](size_t d, std::span<std::byte>) {
+    return d == 5 ? absl::DataLossError("shard 5 is damaged") : absl::OkStatus();
+  });
+  EXPECT_EQ(failed.status(), absl::DataLossError("shard 5 is damaged"));
+}
+
 }  // namespace
 }  // namespace shardrt
 

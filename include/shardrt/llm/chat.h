@@ -1,0 +1,16 @@
+// A chat conversation, as the model's chat template turns it into a prompt
+// (Session::ApplyChatTemplate).
+#pragma once
+
+#include <string>
+
+namespace shardrt::llm {
+
+// One turn of a conversation. role: "system", "user" or "assistant" (others are refused);
+// content: the turn's text as it is (UTF-8).
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+}  // namespace shardrt::llm
