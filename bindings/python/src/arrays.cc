@@ -1,4 +1,4 @@
-// shardrt.Array: a sharded array on device, its waits and downloads.
+// shardrt.Array: a sharded array on device, its waits, downloads and NumPy interop.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -75,6 +75,13 @@ absl::Status AwaitReady(const Data& data, std::optional<double> timeout_s) {
                             std::chrono::duration<double>(std::max(*timeout_s, 0.0)));
   absl::Status status = data.Await(absl::Seconds(*timeout_s));
   return status.ok() ? AwaitBuffersUntil(data, deadline, *timeout_s) : status;
+}
+
+// Array.__array__: the download as NumPy, converted to `dtype` unless None (NumPy's protocol;
+// `copy` is accepted and ignored: the download is always a new array).
+nb::object ArrayProtocol(const PyArray& a, nb::handle dtype, nb::handle /*copy*/) {
+  nb::object out = a.ToNumpy();
+  return dtype.is_none() ? out : out.attr("astype")(dtype, "copy"_a = false);
 }
 
 }  // namespace
@@ -180,7 +187,9 @@ void RegisterArrays(nb::module_& m) {
                       "their execution is dispatched (state 'pending'); block_until_ready waits "
                       "until the devices have computed them. Thread-safe.")
       .def_prop_ro("shape", &PyArray::shape)
+      .def_prop_ro("ndim", &PyArray::ndim)
       .def_prop_ro("type_name", &PyArray::type_name, "XLA element type name, e.g. 'f32'.")
+      .def_prop_ro("dtype", &PyArray::dtype, "The NumPy dtype of the elements.")
       .def_prop_ro("sharding", &PyArray::sharding)
       .def_prop_ro("device_ids", &PyArray::device_ids, "Device of each shard, in shard order.")
       .def_prop_ro("size", &PyArray::size)
@@ -198,6 +207,8 @@ void RegisterArrays(nb::module_& m) {
            "TimeoutError after `timeout` seconds.")
       .def("to_numpy", &PyArray::ToNumpy,
            "Downloads the global array as a new NumPy array (waits for placeholders).")
+      .def("__array__", &ArrayProtocol, "dtype"_a = nb::none(), "copy"_a = nb::none(),
+           "NumPy's array protocol: the download, as `dtype` when given.")
       // noconvert: a destination that is not C-contiguous and writable is refused (TypeError),
       // not silently replaced by a converted copy that the download would fill instead.
       .def("download_into", &PyArray::DownloadInto, "out"_a.noconvert(),

@@ -68,6 +68,46 @@ absl::StatusOr<ElementType> FromDlpack(nb::dlpack::dtype dtype) {
       dtype.lanes, " lanes); supported: bool, int8-64, uint8-64, float16/32/64, bfloat16"));
 }
 
+namespace {
+
+// ml_dtypes.bfloat16 as a NumPy dtype; TypeError (from the ImportError) without ml_dtypes.
+nb::object Bfloat16Dtype() {
+  nb::object ml_dtypes;
+  try {
+    ml_dtypes = nb::module_::import_("ml_dtypes");
+  } catch (nb::python_error& e) {
+    if (!e.matches(PyExc_ImportError)) throw;
+    nb::raise_from(e, PyExc_TypeError,
+                   "bf16 arrays need the ml_dtypes package for their NumPy dtype");
+  }
+  return nb::module_::import_("numpy").attr("dtype")(ml_dtypes.attr("bfloat16"));
+}
+
+}  // namespace
+
+nb::object NumpyDtype(ElementType type) {
+  // NumPy has no bfloat16 of its own: ml_dtypes (which comes with JAX) has.
+  if (type == ElementType::kBF16) return Bfloat16Dtype();
+  const char* name = "uint8";
+  switch (type) {
+    case ElementType::kPred: name = "bool"; break;
+    case ElementType::kS8: name = "int8"; break;
+    case ElementType::kS16: name = "int16"; break;
+    case ElementType::kS32: name = "int32"; break;
+    case ElementType::kS64: name = "int64"; break;
+    case ElementType::kU8: name = "uint8"; break;
+    case ElementType::kU16: name = "uint16"; break;
+    case ElementType::kU32: name = "uint32"; break;
+    case ElementType::kU64: name = "uint64"; break;
+    case ElementType::kF16: name = "float16"; break;
+    case ElementType::kF32: name = "float32"; break;
+    case ElementType::kF64: name = "float64"; break;
+    case ElementType::kBF16:
+    case ElementType::kInvalid: break;
+  }
+  return nb::module_::import_("numpy").attr("dtype")(name);
+}
+
 // --- host arrays -------------------------------------------------------------------------------
 
 std::vector<int64_t> ShapeOf(const HostInput& a) {
@@ -91,10 +131,13 @@ nb::object NumpyOwning(std::unique_ptr<std::byte[]> bytes, ElementType type,
   std::vector<size_t> shape(dims.begin(), dims.end());
   std::byte* raw = bytes.release();
   nb::capsule owner(raw, [](void* p) noexcept { delete[] static_cast<std::byte*>(p); });
-  const nb::dlpack::dtype dtype =
-      DlpackType(type == ElementType::kBF16 ? ElementType::kU16 : type);
-  nb::ndarray<nb::numpy> array(raw, shape.size(), shape.data(), owner, nullptr, dtype);
-  return nb::cast(array, nb::rv_policy::reference);
+  // NumPy takes no bfloat16 through DLPack: bf16 goes as uint16 bits, then is viewed as
+  // ml_dtypes.bfloat16.
+  const bool bf16 = type == ElementType::kBF16;
+  nb::ndarray<nb::numpy> array(raw, shape.size(), shape.data(), owner, nullptr,
+                               DlpackType(bf16 ? ElementType::kU16 : type));
+  nb::object out = nb::cast(array, nb::rv_policy::reference);
+  return bf16 ? out.attr("view")(NumpyDtype(type)) : out;
 }
 
 }  // namespace shardrt::python

@@ -1,5 +1,5 @@
 // The extension's shared helpers: library errors as Python exceptions, GIL release, element
-// types between the library and DLPack, and host arrays from and to Python. Private to
+// types between the library, DLPack and NumPy, and host arrays from and to Python. Private to
 // the extension (src/); every function here needs the GIL unless its comment says otherwise.
 #pragma once
 
@@ -59,6 +59,9 @@ nb::dlpack::dtype DlpackType(ElementType type);
 // The element type of a DLPack dtype, or InvalidArgument naming it.
 absl::StatusOr<ElementType> FromDlpack(nb::dlpack::dtype dtype);
 
+// The NumPy dtype of `type` (bf16: ml_dtypes.bfloat16; TypeError when ml_dtypes is missing).
+nb::object NumpyDtype(ElementType type);
+
 // --- host arrays -------------------------------------------------------------------------------
 
 // A host array from Python: C-contiguous, on the CPU (NumPy, or anything with __dlpack__ or the
@@ -76,9 +79,8 @@ std::span<const std::byte> BytesOf(const HostInput& a);
 // `v` as a Python tuple of ints.
 nb::tuple ToTuple(absl::Span<const int64_t> v);
 
-// A new NumPy array of `type` and `dims` owning `bytes` (moved in; exactly the array's bytes).
-// NumPy has no bfloat16 of its own: bf16 comes as uint16 bits (the package views them as
-// ml_dtypes.bfloat16).
+// A new NumPy array of `type` (its NumPy dtype, NumpyDtype) and `dims` owning `bytes` (moved
+// in; exactly the array's bytes). TypeError for bf16 without ml_dtypes.
 nb::object NumpyOwning(std::unique_ptr<std::byte[]> bytes, ElementType type,
                        absl::Span<const int64_t> dims);
 

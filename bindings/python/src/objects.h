@@ -73,7 +73,9 @@ class PyArray {
 
   // The properties of shardrt.Array (ValueError once deleted, but state()).
   nb::tuple shape() const { return ToTuple(layout().global.dims); }
+  size_t ndim() const { return layout().global.dims.size(); }
   std::string type_name() const { return std::string(ElementTypeName(layout().global.type)); }
+  nb::object dtype() const { return NumpyDtype(layout().global.type); }
   PySharding sharding() const { return PySharding(layout().sharding); }
   std::vector<int64_t> device_ids() const;
   int64_t size() const { return layout().geometry.num_elements(); }

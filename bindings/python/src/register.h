@@ -10,7 +10,7 @@ namespace shardrt::python {
 void RegisterSharding(nanobind::module_& m);
 // shardrt.Shard: one device's part of an array, its download and DLPack view (shards.cc).
 void RegisterShards(nanobind::module_& m);
-// shardrt.Array: its properties, waits, downloads and deletion (arrays.cc).
+// shardrt.Array: its properties, waits, downloads, NumPy interop and deletion (arrays.cc).
 void RegisterArrays(nanobind::module_& m);
 // shardrt.Computation and _compile (computations.cc).
 void RegisterComputations(nanobind::module_& m);
