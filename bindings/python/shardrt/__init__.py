@@ -49,36 +49,6 @@ __all__ = [
 # The environment variable naming another PJRT plugin (as for the C++ library and the CLI).
 PLUGIN_ENV = "SHARDRT_PJRT_PLUGIN"
 
-_NUMPY_TYPES = {
-    "pred": np.dtype(np.bool_),
-    "s8": np.dtype(np.int8),
-    "s16": np.dtype(np.int16),
-    "s32": np.dtype(np.int32),
-    "s64": np.dtype(np.int64),
-    "u8": np.dtype(np.uint8),
-    "u16": np.dtype(np.uint16),
-    "u32": np.dtype(np.uint32),
-    "u64": np.dtype(np.uint64),
-    "f16": np.dtype(np.float16),
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-}
-
-
-def _bfloat16() -> np.dtype:
-    try:
-        import ml_dtypes  # type: ignore[import-not-found]
-    except ImportError as e:
-        raise TypeError("bf16 arrays need the ml_dtypes package for their NumPy dtype") from e
-    return np.dtype(ml_dtypes.bfloat16)
-
-
-def _numpy_dtype(type_name: str) -> np.dtype:
-    if type_name == "bf16":
-        return _bfloat16()
-    return _NUMPY_TYPES[type_name]
-
-
 def _type_name(dtype: np.dtype) -> str | None:
     """The XLA type name of a NumPy dtype where its DLPack code does not say it (bfloat16)."""
     return "bf16" if dtype.name == "bfloat16" else None
@@ -343,38 +313,3 @@ def release(arrays: Sequence[Array]) -> None:
     ValueError). Buffers nothing else holds are freed device by device, the order the plugin
     frees fastest: for dropping the outputs of a call with many outputs at once."""
     _shardrt._release_all(list(arrays))
-
-
-# NumPy interop on Array (methods of the extension type).
-def _array_dtype(self: Array) -> np.dtype:
-    return _numpy_dtype(self.type_name)
-
-
-def _array_array(self: Array, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-    a = self.to_numpy()
-    return a if dtype is None else a.astype(dtype, copy=False)
-
-
-def _typed(a: np.ndarray, type_name: str) -> np.ndarray:
-    """A download as NumPy's view of `type_name` (bf16 comes from the extension as uint16 bits)."""
-    return a.view(_bfloat16()) if type_name == "bf16" else a
-
-
-def _array_to_numpy(self: Array) -> np.ndarray:
-    """Downloads the global array as a new NumPy array (waits for placeholders)."""
-    return _typed(_to_numpy(self), self.type_name)
-
-
-def _shard_to_numpy(self: Shard) -> np.ndarray:
-    """Downloads the shard's buffer (padded) as a new NumPy array."""
-    return _typed(_shard_to_numpy_raw(self), self.type_name)
-
-
-_to_numpy = Array.to_numpy
-Array.dtype = property(_array_dtype, doc="The NumPy dtype of the elements.")
-Array.ndim = property(lambda self: len(self.shape))
-Array.to_numpy = _array_to_numpy
-Array.__array__ = _array_array
-
-_shard_to_numpy_raw = Shard.to_numpy
-Shard.to_numpy = _shard_to_numpy

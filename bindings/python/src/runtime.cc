@@ -1,0 +1,82 @@
+// _Runtime: a PJRT plugin, its client and the runtime over it (shardrt.Runtime wraps it in
+// Python), and _create_runtime.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "objects.h"
+#include "register.h"
+
+namespace shardrt::python {
+namespace {
+
+using namespace nb::literals;
+
+// _create_runtime: loads `plugin` and makes a runtime over `devices` of its devices (0: all).
+RuntimePtr CreateRuntime(int64_t devices, const std::string& plugin, int host_threads,
+                         std::optional<std::string> compile_cache, int64_t max_in_flight) {
+  RuntimeOptions options;
+  options.devices = devices;
+  options.plugin = plugin;
+  options.host_threads = host_threads;
+  if (max_in_flight > 0) options.executor.max_in_flight = max_in_flight;
+  if (compile_cache) {
+    options.compile_cache.directory = *compile_cache;  // "" : off
+    options.compile_cache_env = CompileCacheEnv::kIgnore;
+  }
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime =
+      WithoutGil([&] { return Runtime::Create(options); });
+  auto out = std::make_shared<PyRuntime>();
+  out->runtime = Value(std::move(runtime));
+  return out;
+}
+
+std::vector<int64_t> DeviceIds(const PyRuntime& r) {
+  std::vector<int64_t> ids;
+  for (const pjrt::Device* d : r.runtime->devices()) ids.push_back(d->id);
+  return ids;
+}
+
+std::vector<std::string> DeviceKinds(const PyRuntime& r) {
+  std::vector<std::string> kinds;
+  for (const pjrt::Device* d : r.runtime->devices()) kinds.push_back(d->kind);
+  return kinds;
+}
+
+// _Runtime.synchronize: waits for everything scheduled; raises the first error since the last.
+void Synchronize(const PyRuntime& r) {
+  Check(WithoutGil([&] { return r.runtime->executor().Synchronize(); }));
+}
+
+nb::dict ExecutorStatsDict(const PyRuntime& r) {
+  ExecutorStats s = r.runtime->executor().stats();
+  nb::dict d;
+  d["scheduled"] = s.scheduled;
+  d["dispatched"] = s.dispatched;
+  d["failed"] = s.failed;
+  d["in_flight"] = s.in_flight;
+  d["device_pending"] = s.device_pending;
+  return d;
+}
+
+}  // namespace
+
+void RegisterRuntime(nb::module_& m) {
+  nb::class_<PyRuntime>(m, "_Runtime")
+      .def_prop_ro("device_ids", &DeviceIds)
+      .def_prop_ro("device_kinds", &DeviceKinds)
+      .def_prop_ro("platform", [](const PyRuntime& r) { return r.runtime->platform_name(); })
+      .def_prop_ro("plugin_path", [](const PyRuntime& r) { return r.runtime->plugin().path(); })
+      .def_prop_ro("plugin_threads", [](const PyRuntime& r) { return r.runtime->plugin_threads(); })
+      .def_prop_ro("host_threads", [](const PyRuntime& r) { return r.runtime->pool().num_threads(); })
+      .def_prop_ro("has_compile_cache",
+                   [](const PyRuntime& r) { return r.runtime->client().has_persistent_cache(); })
+      .def("synchronize", &Synchronize)
+      .def("executor_stats", &ExecutorStatsDict);
+  m.def("_create_runtime", &CreateRuntime, "devices"_a, "plugin"_a, "host_threads"_a,
+        "compile_cache"_a.none(), "max_in_flight"_a);
+}
+
+}  // namespace shardrt::python
