@@ -14,7 +14,6 @@
 #include "shardrt/base/thread_pool.h"
 #include "shardrt/data/data.h"
 #include "shardrt/pjrt/buffer.h"
-#include "shardrt/sharding/text.h"
 
 namespace shardrt::llama {
 namespace {
@@ -122,11 +121,11 @@ absl::StatusOr<std::vector<DataPtr>> LoadWeights(const GgufFile& file, const Lla
   SHARDRT_ASSIGN_OR_RETURN(std::vector<const pjrt::Device*> devices, client.DefaultDevices(p));
   std::vector<DataPtr> out;
   for (const ArraySpec& spec : WeightSpecs(c)) {
-    SHARDRT_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(ShardingText(spec, p)));
+    SHARDRT_ASSIGN_OR_RETURN(Sharding sharding, stablehlo::ShardingOf(spec, p));
     SHARDRT_ASSIGN_OR_RETURN(
         std::shared_ptr<const DataLayout> layout,
         client.MakeLayout(ArrayShape{ElementType::kF32, spec.dims}, sharding, devices));
-    const std::vector<int64_t> local = ShardDims(spec, p);
+    SHARDRT_ASSIGN_OR_RETURN(const std::vector<int64_t> local, stablehlo::ShardDims(spec, p));
     int64_t shard_elements = 1;
     for (int64_t dim : local) shard_elements *= dim;
     // Device d's shard, dequantized piece by piece.

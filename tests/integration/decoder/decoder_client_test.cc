@@ -37,7 +37,7 @@ TEST_P(ExtractShardTest, AgreesWithTheLibrarysSplitForEveryArray) {
     for (int64_t d : spec.dims) n *= d;
     std::vector<float> values(n);
     for (int64_t i = 0; i < n; ++i) values[i] = static_cast<float>(i);
-    auto sharding = ParseSharding(ShardingText(spec, config.num_partitions));
+    auto sharding = ShardingOf(spec, config.num_partitions);
     ASSERT_TRUE(sharding.ok()) << sharding.status();
     auto geometry = ShardGeometry::Create(spec.dims, *sharding, config.num_partitions);
     ASSERT_TRUE(geometry.ok()) << geometry.status();
