@@ -81,6 +81,7 @@ TEST(DecoderClientTest, EightDevicesThroughTheClientMatchTheHostReferenceLogits)
     request.name = program->name;
     request.program = program->mlir;
     request.options.num_partitions = config.num_partitions;
+    request.global_shapes = GlobalShapes{program->signature.parameters, program->signature.results};
     return client.Compile(request);
   };
   auto prefill = compile(EmitPrefill(config));
