@@ -1,4 +1,5 @@
-// libFuzzer target for the program-text reader (client/program_text.h): any bytes as a program.
+// libFuzzer target for the program layer's text reader (shardrt/program/program_text.h): any
+// bytes as a program.
 // For any input: no crash, no unbounded work; errors are InvalidArgument; a signature that is
 // read back has static shapes of supported types within the limits, and its text form (a
 // program with the same @main types) reads back as the same signature. Any violation aborts.
@@ -9,22 +10,32 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "client/program_text.h"
+#include "shardrt/program/program_text.h"
 #include "shardrt/base/limits.h"
 
 namespace {
 
 using namespace shardrt;
 
+// The tensor type of a shape the reader gave back: it must be writable.
+std::string TypeOf(const ArrayShape& shape) {
+  absl::StatusOr<std::string> type = MlirTensorType(shape);
+  if (!type.ok()) {
+    std::fprintf(stderr, "program_text_fuzz: a signature type cannot be written back\n");
+    std::abort();
+  }
+  return *type;
+}
+
 // `func.func @main(%a0: T0, ...) -> (R0, ...)` for `sig`.
 std::string MainOf(const ProgramSignature& sig) {
   std::string text = "func.func @main(";
   for (size_t i = 0; i < sig.parameters.size(); ++i) {
-    absl::StrAppend(&text, i ? ", " : "", "%a", i, ": ", MlirTensorType(sig.parameters[i]));
+    absl::StrAppend(&text, i ? ", " : "", "%a", i, ": ", TypeOf(sig.parameters[i]));
   }
   absl::StrAppend(&text, ") -> (");
   for (size_t i = 0; i < sig.results.size(); ++i) {
-    absl::StrAppend(&text, i ? ", " : "", MlirTensorType(sig.results[i]));
+    absl::StrAppend(&text, i ? ", " : "", TypeOf(sig.results[i]));
   }
   return absl::StrCat(text, ")");
 }

@@ -3,7 +3,7 @@
 
 Rules:
   1. A layer includes only itself and the layers below it:
-       base -> {pjrt, sharding} -> data -> client -> executor -> runtime -> cli
+       base -> {pjrt, sharding} -> program -> data -> client -> executor -> runtime -> cli
      (pjrt and sharding do not include each other).
   2. Public headers (include/shardrt/) include only public headers ("shardrt/...").
   3. Only src/pjrt/ includes the plugin's pjrt_c_api.h, and only src/ includes generated
@@ -15,8 +15,8 @@ import os
 import re
 import sys
 
-RANKS = {"base": 0, "pjrt": 1, "sharding": 1, "data": 2, "client": 3, "executor": 4,
-         "runtime": 5, "cli": 6}
+RANKS = {"base": 0, "pjrt": 1, "sharding": 1, "program": 2, "data": 3, "client": 4,
+         "executor": 5, "runtime": 6, "cli": 7}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

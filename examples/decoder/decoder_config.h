@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "shardrt/base/element_type.h"
-#include "stablehlo/array_spec.h"
+#include "shardrt/program/array_spec.h"
 
 namespace shardrt::decoder {
 
@@ -80,10 +80,10 @@ std::string BytesText(int64_t bytes);
 // Error: InvalidArgument.
 [[nodiscard]] absl::Status ValidateGeneration(const DecoderConfig& config, int64_t num_tokens);
 
-// Array specs, their sharding text and shard shapes are shared with the other emitters.
+// Array specs, their shardings and shard shapes are the program layer's (array_spec.h).
 using stablehlo::ArraySpec;
 using stablehlo::ShardDims;
-using stablehlo::ShardingText;
+using stablehlo::ShardingOf;
 
 // The weights in program order (the same in both programs):
 //   embed [vocab, d_model], pos_embed [max_seq, d_model]                       replicated

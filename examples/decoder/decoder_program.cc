@@ -9,24 +9,29 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "shardrt/base/status_macros.h"
-#include "stablehlo/builder.h"
+#include "shardrt/program/array_spec.h"
+#include "shardrt/program/builder.h"
 
 namespace shardrt::decoder {
 namespace {
 
 using stablehlo::Builder;
 using stablehlo::F32;
-using stablehlo::Type;
-using stablehlo::TypeText;
+using stablehlo::I32;
+using stablehlo::ModuleSpec;
 using stablehlo::Value;
 
-std::string TypeText(const ArraySpec& spec) { return stablehlo::SpecTypeText(spec); }
-
-// Asks GSPMD to split `a` along `dim` (a no-op program text when there is one partition).
+// Asks GSPMD to split `a` along `dim` (a no-op program text when there is one partition). A
+// split the sharding layer refuses is the builder's error.
 Value SplitAlong(Builder& b, int64_t num_partitions, const Value& a, int dim) {
   if (num_partitions == 1) return a;
-  return b.ShardingConstraint(
-      a, ShardingText(ArraySpec{"", ElementType::kF32, a.type.dims, dim}, num_partitions));
+  absl::StatusOr<Sharding> sharding =
+      ShardingOf(ArraySpec{"split value", a.shape.type, a.shape.dims, dim}, num_partitions);
+  if (!sharding.ok()) {
+    b.AddError(sharding.status());
+    return a;
+  }
+  return b.ShardingConstraint(a, *sharding);
 }
 
 // The model written with a Builder; `w` maps weight names to the function's parameters.
@@ -39,7 +44,7 @@ class Model {
 
   // x [t, d] * rsqrt(mean(x^2) + eps) * gain.
   Value RmsNorm(const Value& x, const Value& gain) {
-    const int64_t t = x.type.dims[0], d = x.type.dims[1];
+    const int64_t t = x.shape.dims[0], d = x.shape.dims[1];
     Value ms = b_.Scale(b_.Reduce(b_.Mul(x, x), {1}, "add", b_.Splat(0.0, F32({}))), 1.0 / d);
     Value inv = b_.Unary("rsqrt", b_.Add(ms, b_.Splat(c_.norm_eps, F32({t}))));
     Value y = b_.Mul(x, b_.Broadcast(inv, {t, d}, {0}));
@@ -48,19 +53,19 @@ class Model {
 
   // [t, n_heads * head_dim] -> [n_heads, t, head_dim], split by heads.
   Value ToHeads(const Value& x) {
-    const int64_t t = x.type.dims[0];
+    const int64_t t = x.shape.dims[0];
     Value r = b_.Reshape(x, {t, c_.n_heads, c_.head_dim()});
     return SplitAlong(b_, c_.num_partitions, b_.Transpose(r, {1, 0, 2}), 0);
   }
   Value FromHeads(const Value& x) {
-    const int64_t t = x.type.dims[1];
+    const int64_t t = x.shape.dims[1];
     return b_.Reshape(b_.Transpose(x, {1, 0, 2}), {t, c_.n_heads * c_.head_dim()});
   }
 
   // Softmax attention of q [h, t, hd] over k, v [h, s, hd]; `allowed` [t, s] (i1) marks the
   // key positions each query may see.
   Value Attention(const Value& q, const Value& k, const Value& v, const Value& allowed) {
-    const int64_t h = q.type.dims[0], t = q.type.dims[1], s = k.type.dims[1];
+    const int64_t h = q.shape.dims[0], t = q.shape.dims[1], s = k.shape.dims[1];
     Value scores = b_.Dot(q, k, {0}, {0}, {2}, {2});  // [h, t, s]
     Value mask = b_.Broadcast(allowed, {h, t, s}, {1, 2});
     scores = b_.Select(mask, scores, b_.Splat(-1e30, F32({h, t, s})));
@@ -108,17 +113,21 @@ class Model {
   std::map<std::string, Value> w_;
 };
 
-using stablehlo::Signature;
-
-std::string Module(const DecoderConfig& c, absl::string_view name, const Signature& sig,
-                   const std::string& body, const std::vector<Value>& results) {
-  std::vector<std::string> refs, types;
-  for (const Value& v : results) {
-    refs.push_back(v.ref);
-    types.push_back(TypeText(v.type));
-  }
-  return stablehlo::ModuleText(absl::StrCat("decoder_", name), c.num_partitions, sig, body, refs,
-                               types);
+// The module `decoder_<name>` around the builder's body, returning `results`, as `program`.
+// Errors: WriteModule's.
+absl::Status Assemble(const DecoderConfig& c, absl::string_view name, ModuleSpec sig,
+                      const Builder& b, const std::vector<Value>& results,
+                      DecoderProgram& program) {
+  SHARDRT_ASSIGN_OR_RETURN(
+      stablehlo::WrittenModule module,
+      stablehlo::WriteModule(absl::StrCat("decoder_", name), c.num_partitions, sig, b, results));
+  program.name = std::string(name);
+  program.mlir = std::move(module.text);
+  program.signature = std::move(module.signature);
+  program.parameters = std::move(sig.parameters);
+  program.outputs = std::move(sig.outputs);
+  program.aliases = std::move(sig.aliases);
+  return absl::OkStatus();
 }
 
 ArraySpec S32(std::string name, std::vector<int64_t> dims) {
@@ -129,9 +138,7 @@ ArraySpec S32(std::string name, std::vector<int64_t> dims) {
 std::vector<Value> Params(const std::vector<ArraySpec>& specs, int64_t first) {
   std::vector<Value> values;
   for (size_t i = 0; i < specs.size(); ++i) {
-    values.push_back(
-        Value{absl::StrCat("%arg", first + int64_t(i)),
-              Type{specs[i].dims, specs[i].type == ElementType::kS32 ? "i32" : "f32"}});
+    values.push_back(Builder::Parameter(first + int64_t(i), specs[i].shape()));
   }
   return values;
 }
@@ -148,7 +155,7 @@ std::map<std::string, Value> ByName(const std::vector<ArraySpec>& specs,
 absl::StatusOr<DecoderProgram> EmitPrefill(const DecoderConfig& c) {
   SHARDRT_RETURN_IF_ERROR(ValidateConfig(c));
   const std::vector<ArraySpec> weights = WeightSpecs(c), caches = CacheSpecs(c);
-  Signature sig;
+  ModuleSpec sig;
   sig.parameters.push_back(S32("tokens", {c.prompt_len}));
   sig.parameters.insert(sig.parameters.end(), weights.begin(), weights.end());
   sig.outputs = caches;
@@ -162,7 +169,7 @@ absl::StatusOr<DecoderProgram> EmitPrefill(const DecoderConfig& c) {
 
   Value x = b.Add(b.Gather(m.W("embed"), tokens), b.Slice(m.W("pos_embed"), {0, 0}, {t, d}));
   // Causal mask: query i sees keys j <= i.
-  Value causal = b.Compare(b.Iota(Type{{t, t}, "i32"}, 0), b.Iota(Type{{t, t}, "i32"}, 1), "GE");
+  Value causal = b.Compare(b.Iota(I32({t, t}), 0), b.Iota(I32({t, t}), 1), "GE");
   std::vector<Value> results;
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string p = absl::StrCat("layer", i, ".");
@@ -178,10 +185,7 @@ absl::StatusOr<DecoderProgram> EmitPrefill(const DecoderConfig& c) {
   results.push_back(logits);
 
   DecoderProgram program;
-  program.name = "prefill";
-  program.mlir = Module(c, "prefill", sig, b.body(), results);
-  program.parameters = std::move(sig.parameters);
-  program.outputs = std::move(sig.outputs);
+  SHARDRT_RETURN_IF_ERROR(Assemble(c, "prefill", std::move(sig), b, results, program));
   return program;
 }
 
@@ -189,7 +193,7 @@ absl::StatusOr<DecoderProgram> EmitDecodeStep(const DecoderConfig& c) {
   SHARDRT_RETURN_IF_ERROR(ValidateConfig(c));
   const std::vector<ArraySpec> weights = WeightSpecs(c), caches = CacheSpecs(c);
   const int64_t num_caches = int64_t(caches.size());
-  Signature sig;
+  ModuleSpec sig;
   sig.parameters = caches;
   sig.parameters.push_back(S32("token", {}));
   sig.parameters.push_back(S32("position", {}));
@@ -210,7 +214,7 @@ absl::StatusOr<DecoderProgram> EmitDecodeStep(const DecoderConfig& c) {
   Value x = b.Add(b.DynamicSlice(m.W("embed"), {token, zero}, {1, d}),
                   b.DynamicSlice(m.W("pos_embed"), {position, zero}, {1, d}));
   // The query at `position` sees keys at positions <= position.
-  Value seen = b.Compare(b.Iota(Type{{1, s}, "i32"}, 1), b.Broadcast(position, {1, s}, {}), "LE");
+  Value seen = b.Compare(b.Iota(I32({1, s}), 1), b.Broadcast(position, {1, s}, {}), "LE");
   std::vector<Value> results;
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string p = absl::StrCat("layer", i, ".");
@@ -227,11 +231,7 @@ absl::StatusOr<DecoderProgram> EmitDecodeStep(const DecoderConfig& c) {
   results.push_back(logits);
 
   DecoderProgram program;
-  program.name = "decode_step";
-  program.mlir = Module(c, "decode_step", sig, b.body(), results);
-  program.parameters = std::move(sig.parameters);
-  program.outputs = std::move(sig.outputs);
-  program.aliases = std::move(sig.aliases);
+  SHARDRT_RETURN_IF_ERROR(Assemble(c, "decode_step", std::move(sig), b, results, program));
   return program;
 }
 

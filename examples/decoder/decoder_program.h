@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "decoder/decoder_config.h"
+#include "shardrt/program/program_text.h"
 
 namespace shardrt::decoder {
 
@@ -38,9 +39,12 @@ struct DecoderProgram {
   std::vector<ArraySpec> outputs;
   // (parameter index, output index) pairs of donated parameters.
   std::vector<std::pair<int64_t, int64_t>> aliases;
+  // The global shapes of @main's parameters and results as written: a CompileRequest's
+  // global_shapes, so the text need not be read back for them.
+  ProgramSignature signature;
 };
 
-// Error: InvalidArgument from ValidateConfig.
+// Error: InvalidArgument from ValidateConfig, or WriteModule's.
 [[nodiscard]] absl::StatusOr<DecoderProgram> EmitPrefill(const DecoderConfig& config);
 [[nodiscard]] absl::StatusOr<DecoderProgram> EmitDecodeStep(const DecoderConfig& config);
 

@@ -110,7 +110,8 @@ absl::Status CheckWeights(const DecoderConfig& config, const DecoderWeights& wei
   for (const ArraySpec& spec : WeightSpecs(config)) {
     const WeightArray* a = weights.Find(spec.name);
     if (a == nullptr) return absl::InvalidArgumentError(absl::StrCat("no weight ", spec.name));
-    if (a->spec.dims != spec.dims || int64_t(a->values.size()) != spec.num_elements()) {
+    SHARDRT_ASSIGN_OR_RETURN(const int64_t count, spec.num_elements());
+    if (a->spec.dims != spec.dims || int64_t(a->values.size()) != count) {
       return absl::InvalidArgumentError(
           absl::StrCat("weight ", spec.name, " does not have the config's shape"));
     }

@@ -53,7 +53,8 @@ absl::StatusOr<DecoderWeights> GenerateWeights(const DecoderConfig& config, uint
   weights.seed = seed;
   for (ArraySpec& spec : WeightSpecs(config)) {
     Stream stream(seed, spec.name);
-    std::vector<float> values(spec.num_elements());
+    SHARDRT_ASSIGN_OR_RETURN(const int64_t count, spec.num_elements());
+    std::vector<float> values(count);
     const absl::string_view name = spec.name;
     if (name == "embed") {
       for (float& v : values) v = float(stream.Uniform());

@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "stablehlo/array_spec.h"
+#include "shardrt/program/array_spec.h"
 
 namespace shardrt::llama {
 

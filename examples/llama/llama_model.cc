@@ -126,6 +126,8 @@ absl::StatusOr<CompileRequest> LlamaModel::Request(bool prefill, int64_t size) c
   request.name = program.name;
   request.program = std::move(program.mlir);
   request.options.num_partitions = options_.partitions;
+  request.global_shapes = GlobalShapes{std::move(program.signature.parameters),
+                                       std::move(program.signature.results)};
   return request;
 }
 

@@ -7,7 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "shardrt/base/status_macros.h"
-#include "stablehlo/builder.h"
+#include "shardrt/program/array_spec.h"
+#include "shardrt/program/builder.h"
 
 namespace shardrt::llama {
 namespace {
@@ -15,15 +16,10 @@ namespace {
 using stablehlo::Builder;
 using stablehlo::F32;
 using stablehlo::I32;
-using stablehlo::Type;
 using stablehlo::Value;
 
 ArraySpec S32(std::string name, std::vector<int64_t> dims) {
   return ArraySpec{std::move(name), ElementType::kS32, std::move(dims), -1};
-}
-
-Type TypeOf(const ArraySpec& spec, std::vector<int64_t> dims) {
-  return Type{std::move(dims), spec.type == ElementType::kS32 ? "i32" : "f32"};
 }
 
 // Writes the per-device model code. With one partition there is no SPMD at all: no sharding
@@ -42,14 +38,14 @@ class Emitter {
 
   // The device's part of parameter `index` (spec) as a value of local shape.
   Value Enter(int64_t index, const ArraySpec& spec) {
-    Value global{absl::StrCat("%arg", index), TypeOf(spec, spec.dims)};
+    Value global = Builder::Parameter(index, spec.shape());
     if (p_ == 1) return global;
-    return b_.FullToShard(global, ShardingText(spec, p_), TypeOf(spec, ShardDims(spec, p_)));
+    return b_.FullToShard(global, Placement(spec));
   }
   // The device's `local` as the global result `spec`.
   Value Leave(const Value& local, const ArraySpec& spec) {
     if (p_ == 1) return local;
-    return b_.ShardToFull(local, ShardingText(spec, p_), TypeOf(spec, spec.dims));
+    return b_.ShardToFull(local, Placement(spec), spec.shape());
   }
 
   void SetWeight(const std::string& name, Value v) { w_.emplace(name, std::move(v)); }
@@ -63,9 +59,9 @@ class Emitter {
   Layer LayerAt(const Value& index) {
     auto at = [&](const std::string& name) {
       const Value& w = W(name);
-      std::vector<Value> starts(w.type.dims.size(), b_.I32(0));
+      std::vector<Value> starts(w.shape.dims.size(), b_.I32(0));
       starts[0] = index;
-      std::vector<int64_t> sizes = w.type.dims;
+      std::vector<int64_t> sizes = w.shape.dims;
       sizes[0] = 1;
       return b_.Reshape(b_.DynamicSlice(w, starts, sizes),
                         std::vector<int64_t>(sizes.begin() + 1, sizes.end()));
@@ -101,7 +97,7 @@ class Emitter {
   // producers of its vector, which it would then recompute for every row of the matrix; an
   // expensive last operation (a division) is computed once instead.
   Value RmsNorm(const Value& x, const Value& gain) {
-    const int64_t s = x.type.dims[0], d = x.type.dims[1];
+    const int64_t s = x.shape.dims[0], d = x.shape.dims[1];
     Value sum = b_.Reduce(b_.Mul(x, x), {1}, "add", b_.Splat(0.0, F32({})));
     Value ms = b_.Div(sum, b_.Splat(double(d), F32({s})));
     Value root = b_.Unary("sqrt", b_.Add(ms, b_.Splat(c_.norm_eps, F32({s}))));
@@ -115,7 +111,7 @@ class Emitter {
   // Rows of the vocabulary-split embedding for tokens [s]: each device looks up the tokens in
   // its rows (zeros for the others), and the sum over devices is the embedding.
   Value Embed(const Value& tokens) {
-    const int64_t s = tokens.type.dims[0], rows = c_.vocab / p_;
+    const int64_t s = tokens.shape.dims[0], rows = c_.vocab / p_;
     Value first = b_.Mul(pid_, b_.I32(rows));
     Value local = b_.Sub(tokens, b_.Broadcast(first, {s}, {}));
     Value in = b_.Binary("and", b_.Compare(local, b_.Splat(0, I32({s})), "GE"),
@@ -129,14 +125,14 @@ class Emitter {
   // RoPE on x [s, heads, hd] at positions pos s32[s], rotating adjacent pairs (2i, 2i+1) by
   // pos * base^(-2i/hd): GGUF stores Q and K rows in that order.
   Value Rope(const Value& x, const Value& pos) {
-    const int64_t s = x.type.dims[0], h = x.type.dims[1], hd = x.type.dims[2], half = hd / 2;
+    const int64_t s = x.shape.dims[0], h = x.shape.dims[1], hd = x.shape.dims[2], half = hd / 2;
     std::vector<float> inv_freq(half);
     for (int64_t i = 0; i < half; ++i) {
       const float exponent = float(2 * i) / float(hd);
       inv_freq[i] = 1.0f / std::pow(float(c_.rope_base), exponent);
     }
     Value freq = b_.Constant(inv_freq, {half});
-    Value angle = b_.Mul(b_.Broadcast(b_.Convert(pos, "f32"), {s, half}, {0}),
+    Value angle = b_.Mul(b_.Broadcast(b_.Convert(pos, ElementType::kF32), {s, half}, {0}),
                          b_.Broadcast(freq, {s, half}, {1}));
     Value cos = b_.Broadcast(b_.Unary("cosine", angle), {s, h, half}, {0, 2});
     Value sin = b_.Broadcast(b_.Unary("sine", angle), {s, h, half}, {0, 2});
@@ -156,7 +152,7 @@ class Emitter {
   // The normalized x projected to queries, keys and values: each device computes its slice of
   // the q, k and v features, one all-gather gives every device all of them.
   Qkv Project(const Value& x, const Layer& w, const Value& pos) {
-    const int64_t s = x.type.dims[0], cq = c_.q_dim() / p_, ckv = c_.kv_dim() / p_;
+    const int64_t s = x.shape.dims[0], cq = c_.q_dim() / p_, ckv = c_.kv_dim() / p_;
     const int64_t width = cq + 2 * ckv;
     Value h = RmsNorm(x, w.attn_norm);
     Value all = b_.Reshape(AllGather(Linear(h, w.wqkv), 1), {s, p_, width});
@@ -179,8 +175,8 @@ class Emitter {
   // pid + P * (first_slot + j); keys after a query's position are masked out.
   Partial LocalAttention(const Value& q, const Value& qpos, const Value& keys,
                          const Value& values, const Value& first_slot, const Value& pid) {
-    const int64_t s = q.type.dims[0], kv = c_.n_kv_heads, g = c_.n_heads / kv,
-                  hd = c_.head_dim, t = keys.type.dims[0];
+    const int64_t s = q.shape.dims[0], kv = c_.n_kv_heads, g = c_.n_heads / kv,
+                  hd = c_.head_dim, t = keys.shape.dims[0];
     Value q4 = b_.Reshape(q, {s, kv, g, hd});
     Value scores = b_.Dot(q4, keys, {1}, {1}, {3}, {2});  // [kv, s, g, t]
     scores = b_.Scale(scores, 1.0 / std::sqrt(double(hd)));
@@ -200,7 +196,7 @@ class Emitter {
   // Two partials over disjoint keys merged into the partial over all of them (what one softmax
   // over both would give).
   Partial Merge(const Partial& a, const Partial& b) {
-    const std::vector<int64_t> dims = a.o.type.dims;
+    const std::vector<int64_t> dims = a.o.shape.dims;
     Value m = b_.Binary("maximum", a.m, b.m);
     Value sa = b_.Unary("exponential", b_.Sub(a.m, m));
     Value sb = b_.Unary("exponential", b_.Sub(b.m, m));
@@ -213,7 +209,7 @@ class Emitter {
   // The attention output [s, heads * hd] from every device's partial: one all-gather brings
   // every device's (o, m, l), which combine exactly as one softmax over all positions.
   Value Combine(Partial part) {
-    const int64_t kv = c_.n_kv_heads, s = part.m.type.dims[1], g = c_.n_heads / kv,
+    const int64_t kv = c_.n_kv_heads, s = part.m.shape.dims[1], g = c_.n_heads / kv,
                   hd = c_.head_dim;
     Value o = part.o, m = part.m, l = part.l;
     const std::vector<int64_t> out4 = {kv, s, g, hd};
@@ -293,7 +289,7 @@ class Emitter {
   // the hidden features and a partial down projection; one all-reduce sums them. silu(g) u is
   // written g u / (1 + exp(-g)), ending in a division for the reason RmsNorm gives.
   Value Mlp(const Value& x, const Layer& w) {
-    const int64_t s = x.type.dims[0], f = c_.ffn / p_;
+    const int64_t s = x.shape.dims[0], f = c_.ffn / p_;
     Value h = RmsNorm(x, w.ffn_norm);
     Value gu = Linear(h, w.wgu);
     Value gate = b_.Slice(gu, {0, 0}, {s, f});
@@ -322,6 +318,13 @@ class Emitter {
   }
 
  private:
+  // The sharding of `spec` over the devices; one that cannot be made is the builder's error.
+  Sharding Placement(const ArraySpec& spec) {
+    absl::StatusOr<Sharding> sharding = stablehlo::ShardingOf(spec, p_);
+    b_.AddError(sharding.status());
+    return sharding.ok() ? *std::move(sharding) : Sharding::Replicated();
+  }
+
   const LlamaConfig& c_;
   const int64_t p_;
   Builder b_;
@@ -329,7 +332,7 @@ class Emitter {
   std::map<std::string, Value> w_;
 };
 
-using stablehlo::Signature;
+using stablehlo::ModuleSpec;
 
 // Both programs return the caches, the greedy token and the vocabulary-split logits.
 std::vector<ArraySpec> Outputs(const std::vector<ArraySpec>& caches, int64_t vocab) {
@@ -340,16 +343,15 @@ std::vector<ArraySpec> Outputs(const std::vector<ArraySpec>& caches, int64_t voc
 }
 
 // The program `name`: the module around the builder's body, returning `results`.
-LlamaProgram Assemble(std::string name, int64_t partitions, Signature sig, const Builder& b,
-                      const std::vector<Value>& results) {
-  std::vector<std::string> refs, types;
-  for (const Value& v : results) {
-    refs.push_back(v.ref);
-    types.push_back(stablehlo::TypeText(v.type));
-  }
+// Errors: WriteModule's.
+absl::StatusOr<LlamaProgram> Assemble(std::string name, int64_t partitions, ModuleSpec sig,
+                                      const Builder& b, const std::vector<Value>& results) {
+  SHARDRT_ASSIGN_OR_RETURN(
+      stablehlo::WrittenModule module,
+      stablehlo::WriteModule(absl::StrCat("llama_", name), partitions, sig, b, results));
   LlamaProgram program;
-  program.mlir = stablehlo::ModuleText(absl::StrCat("llama_", name), partitions, sig, b.body(),
-                                       refs, types);
+  program.mlir = std::move(module.text);
+  program.signature = std::move(module.signature);
   program.name = std::move(name);
   program.parameters = std::move(sig.parameters);
   program.outputs = std::move(sig.outputs);
@@ -375,7 +377,7 @@ absl::Status CheckShape(const LlamaConfig& c, const ProgramShape& shape, int64_t
 }
 
 // Declares the weights as parameters from index `first` and enters them.
-void EnterWeights(Emitter& e, const LlamaConfig& c, Signature& sig) {
+void EnterWeights(Emitter& e, const LlamaConfig& c, ModuleSpec& sig) {
   for (const ArraySpec& spec : WeightSpecs(c)) {
     const int64_t index = int64_t(sig.parameters.size());
     sig.parameters.push_back(spec);
@@ -395,7 +397,7 @@ absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& c, const ProgramShap
   SHARDRT_RETURN_IF_ERROR(CheckShape(c, shape, shape.tokens, "prompt bucket"));
   const int64_t p = shape.partitions, s = shape.tokens, slots = shape.cache_len / p;
   const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.cache_len);
-  Signature sig;
+  ModuleSpec sig;
   sig.parameters = {S32("tokens", {s}), S32("length", {})};
   sig.outputs = Outputs(caches, c.vocab);
 
@@ -409,7 +411,7 @@ absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& c, const ProgramShap
   Value x = e.Embed(tokens);
   // The caches start as zeros and receive each layer's keys and values in place (padding each
   // layer to the cache length and concatenating would hold a second cache in temporaries).
-  const Type cache_type = F32({c.n_layers, 1, slots, c.n_kv_heads, c.head_dim});
+  const ArrayShape cache_type = F32({c.n_layers, 1, slots, c.n_kv_heads, c.head_dim});
   std::vector<Value> state = e.ForLayers(
       {x, b.Splat(0.0, cache_type), b.Splat(0.0, cache_type)},
       [&](const Value& i, const std::vector<Value>& v) {
@@ -451,7 +453,7 @@ absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape
                                                    shape.cache_len));
   }
   const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.cache_len);
-  Signature sig;
+  ModuleSpec sig;
   sig.parameters = caches;
   sig.parameters.push_back(S32("token", {}));
   sig.parameters.push_back(S32("position", {}));
@@ -475,7 +477,7 @@ absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape
   // The layers only read the caches; each layer's key and value for the token are collected
   // and written after the loop, once per cache (a cache written inside the loop, where the
   // attention also reads it, would be copied every layer).
-  const Type column = F32({c.n_layers, c.n_kv_heads, c.head_dim});
+  const ArrayShape column = F32({c.n_layers, c.n_kv_heads, c.head_dim});
   std::vector<Value> state = e.ForLayers(
       {x, b.Splat(0.0, column), b.Splat(0.0, column)},
       [&](const Value& i, const std::vector<Value>& v) {

@@ -40,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "llama/llama_config.h"
+#include "shardrt/program/program_text.h"
 
 namespace shardrt::llama {
 
@@ -70,6 +71,9 @@ struct LlamaProgram {
   std::vector<ArraySpec> parameters;
   std::vector<ArraySpec> outputs;
   std::vector<std::pair<int64_t, int64_t>> aliases;  // (parameter, output) donated pairs
+  // The global shapes of @main's parameters and results as written: a CompileRequest's
+  // global_shapes, so the text need not be read back for them.
+  ProgramSignature signature;
 };
 
 // Program sizes. cache_len: positions the caches hold (a multiple of partitions, at most the
@@ -83,7 +87,8 @@ struct ProgramShape {
   int64_t block = 0;
 };
 
-// Errors: InvalidArgument from CheckPartitions, or sizes out of range (naming them).
+// Errors: InvalidArgument from CheckPartitions, sizes out of range (naming them), or
+// WriteModule's.
 [[nodiscard]] absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& config,
                                                        const ProgramShape& shape);
 [[nodiscard]] absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& config,

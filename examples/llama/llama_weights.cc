@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/status_macros.h"
-#include "shardrt/sharding/text.h"
 
 namespace shardrt::llama {
 namespace {
@@ -89,7 +88,7 @@ absl::StatusOr<std::vector<DataPtr>> LoadWeights(const GgufFile& file, const Lla
   SHARDRT_ASSIGN_OR_RETURN(std::vector<const pjrt::Device*> devices, client.DefaultDevices(p));
   std::vector<DataPtr> out;
   for (const ArraySpec& spec : WeightSpecs(c)) {
-    SHARDRT_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(ShardingText(spec, p)));
+    SHARDRT_ASSIGN_OR_RETURN(Sharding sharding, stablehlo::ShardingOf(spec, p));
     SHARDRT_ASSIGN_OR_RETURN(
         std::shared_ptr<const DataLayout> layout,
         client.MakeLayout(ArrayShape{ElementType::kF32, spec.dims}, sharding, devices));

@@ -43,6 +43,11 @@ absl::string_view ElementTypeName(ElementType type) {
   return info ? info->hlo_name : absl::string_view("invalid");
 }
 
+absl::string_view ElementTypeMlirName(ElementType type) {
+  const TypeInfo* info = Find(type);
+  return info ? info->mlir_name : absl::string_view();
+}
+
 absl::StatusOr<ElementType> ParseElementType(absl::string_view name) {
   for (const TypeInfo& info : kTypes) {
     if (name == info.hlo_name || name == info.mlir_name) return info.type;

@@ -73,6 +73,7 @@ void Progress(bool enabled, int64_t done, int64_t total) {
   request.name = program.name;
   request.program = program.mlir;
   request.options.num_partitions = partitions;
+  request.global_shapes = GlobalShapes{program.signature.parameters, program.signature.results};
   return client.Compile(request);
 }
 

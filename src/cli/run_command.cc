@@ -20,7 +20,7 @@
 #include "cli/flags.h"
 #include "cli/npy.h"
 #include "cli/runtime_setup.h"
-#include "client/program_text.h"
+#include "shardrt/program/program_text.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/sharding/text.h"
 

@@ -9,7 +9,7 @@
 #include "shardrt/base/metrics.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/base/trace.h"
-#include "client/program_text.h"
+#include "shardrt/program/program_text.h"
 #include "client/execution_limiter.h"
 #include "client/persistent_cache_store.h"
 #include "data/transfer.h"

@@ -1,8 +1,9 @@
 // ComputationClient's resharding: a copy of sharded data with another sharding on the same
-// devices, moved on device by a one-op program (program_text.h) compiled once per layout pair.
+// devices, moved on device by a one-op program (program/reshard_program.h) compiled once per
+// layout pair.
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/status_macros.h"
-#include "client/program_text.h"
+#include "program/reshard_program.h"
 #include "shardrt/base/metrics.h"
 #include "shardrt/client/computation_client.h"
 
@@ -46,7 +47,8 @@ absl::StatusOr<DataPtr> ComputationClient::Reshard(const DataPtr& data,
   const int64_t n = static_cast<int64_t>(source.devices.size());
   CompileRequest request;
   request.name = "reshard";
-  request.program = ReshardProgram(source.global, source.sharding, target->sharding, n);
+  SHARDRT_ASSIGN_OR_RETURN(request.program,
+                           ReshardProgram(source.global, source.sharding, target->sharding, n));
   request.options.num_partitions = n;
   for (const pjrt::Device* d : source.devices) request.options.device_assignment.push_back(d->id);
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation, Compile(request));

@@ -33,6 +33,10 @@ enum class ElementType : int32_t {
 // The MLIR / HLO spelling: "f32", "s32" / "i32" parse; prints "f32", "s32", "pred", "bf16".
 [[nodiscard]] absl::string_view ElementTypeName(ElementType type);
 
+// The MLIR element type: "f32", "i32", "ui8", "i1" for pred, "bf16"; empty for kInvalid and
+// values outside the enum. Thread-safe, pure.
+[[nodiscard]] absl::string_view ElementTypeMlirName(ElementType type);
+
 // Parses an HLO name ("f32", "s8", "u64", "pred", "bf16") or an MLIR one ("i32", "ui8", "i1").
 // Error: InvalidArgument naming the text when it is not a known type.
 [[nodiscard]] absl::StatusOr<ElementType> ParseElementType(absl::string_view name);

@@ -37,7 +37,7 @@ TEST_P(ExtractShardTest, AgreesWithTheLibrarysSplitForEveryArray) {
     for (int64_t d : spec.dims) n *= d;
     std::vector<float> values(n);
     for (int64_t i = 0; i < n; ++i) values[i] = static_cast<float>(i);
-    auto sharding = ParseSharding(ShardingText(spec, config.num_partitions));
+    auto sharding = ShardingOf(spec, config.num_partitions);
     ASSERT_TRUE(sharding.ok()) << sharding.status();
     auto geometry = ShardGeometry::Create(spec.dims, *sharding, config.num_partitions);
     ASSERT_TRUE(geometry.ok()) << geometry.status();
@@ -81,6 +81,7 @@ TEST(DecoderClientTest, EightDevicesThroughTheClientMatchTheHostReferenceLogits)
     request.name = program->name;
     request.program = program->mlir;
     request.options.num_partitions = config.num_partitions;
+    request.global_shapes = GlobalShapes{program->signature.parameters, program->signature.results};
     return client.Compile(request);
   };
   auto prefill = compile(EmitPrefill(config));

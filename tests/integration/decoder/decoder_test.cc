@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "shardrt/pjrt/buffer.h"
 #include "shardrt/pjrt/executable.h"
+#include "shardrt/sharding/text.h"
 #include "checked_execute.h"
 #include "test_env.h"
 
@@ -146,7 +147,7 @@ void ExpectMegatronShapes(int64_t p) {
     ASSERT_EQ(sig.outputs.size(), program->outputs.size());
     for (size_t i = 0; i < program->parameters.size(); ++i) {
       const ArraySpec& spec = program->parameters[i];
-      EXPECT_EQ(sig.parameters[i], (ArrayShape{spec.type, ShardDims(spec, p)}))
+      EXPECT_EQ(sig.parameters[i], (ArrayShape{spec.type, *ShardDims(spec, p)}))
           << program->name << " parameter " << spec.name;
       auto it = expected.find(spec.name);
       if (it != expected.end()) {
@@ -155,7 +156,7 @@ void ExpectMegatronShapes(int64_t p) {
     }
     for (size_t i = 0; i < program->outputs.size(); ++i) {
       const ArraySpec& spec = program->outputs[i];
-      EXPECT_EQ(sig.outputs[i], (ArrayShape{spec.type, ShardDims(spec, p)}))
+      EXPECT_EQ(sig.outputs[i], (ArrayShape{spec.type, *ShardDims(spec, p)}))
           << program->name << " output " << spec.name;
     }
   }
@@ -250,7 +251,7 @@ Generation Generate(const DecoderConfig& c, const DecoderWeights& weights,
     for (const WeightArray& w : weights.arrays) {
       std::vector<float> shard = ExtractShard(w.values, w.spec, d, p);
       weight_buffers[d].push_back(
-          Upload(shard.data(), ElementType::kF32, ShardDims(w.spec, p), *devices[d]));
+          Upload(shard.data(), ElementType::kF32, *ShardDims(w.spec, p), *devices[d]));
     }
     prompt_buffers.push_back(Upload(prompt.data(), ElementType::kS32, {c.prompt_len}, *devices[d]));
   }
@@ -476,7 +477,7 @@ TEST(DecoderWeightsTest, DeterministicAndShardable) {
   EXPECT_EQ(ExtractShard(values, spec, 1, 2), (std::vector<float>{2, 3, 6, 7}));
   spec.split_dim = 0;
   EXPECT_EQ(ExtractShard(values, spec, 1, 2), (std::vector<float>{4, 5, 6, 7}));
-  EXPECT_EQ(ShardingText(spec, 2), "{devices=[2,1]<=[2]}");
+  EXPECT_EQ(PrintSharding(*ShardingOf(spec, 2)), "{devices=[2,1]<=[2]}");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shardrt/program/program_text.h"
 
 namespace shardrt::llama {
 namespace {
@@ -82,6 +83,31 @@ TEST(LlamaProgramTest, EightDevicesCommunicateExactlyAsWritten) {
   auto deeper = EmitDecode(SmallConfig(30), {.partitions = 8, .cache_len = 256, .block = 128});
   ASSERT_TRUE(deeper.ok()) << deeper.status();
   EXPECT_NEAR(double(deeper->mlir.size()), double(decode->mlir.size()), 200.0);
+}
+
+// The global shapes the emitter returns (what the model's compile requests carry) are the
+// specs' and the ones its text states, on 8 devices and on 1.
+TEST(LlamaProgramTest, TheReturnedGlobalShapesAreTheOnesWritten) {
+  const LlamaConfig c = SmallConfig(2);
+  for (int64_t p : {1, 8}) {
+    for (auto program : {EmitDecode(c, {.partitions = p, .cache_len = 128, .block = 64}),
+                         EmitPrefill(c, {.partitions = p, .cache_len = 128, .tokens = 64})}) {
+      ASSERT_TRUE(program.ok()) << program.status();
+      SCOPED_TRACE(program->name);
+      ASSERT_EQ(program->signature.parameters.size(), program->parameters.size());
+      for (size_t i = 0; i < program->parameters.size(); ++i) {
+        EXPECT_EQ(program->signature.parameters[i], program->parameters[i].shape()) << i;
+      }
+      ASSERT_EQ(program->signature.results.size(), program->outputs.size());
+      for (size_t i = 0; i < program->outputs.size(); ++i) {
+        EXPECT_EQ(program->signature.results[i], program->outputs[i].shape()) << i;
+      }
+      auto read = ReadProgramSignature(program->mlir);
+      ASSERT_TRUE(read.ok()) << read.status();
+      ASSERT_TRUE(read->has_value());
+      EXPECT_EQ(**read, program->signature);
+    }
+  }
 }
 
 TEST(LlamaProgramTest, OneDeviceHasNoSpmdAtAll) {

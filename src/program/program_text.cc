@@ -1,4 +1,4 @@
-#include "client/program_text.h"
+#include "shardrt/program/program_text.h"
 
 #include <optional>
 #include <utility>
@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "client/mlir_lexer.h"
+#include "program/mlir_lexer.h"
 #include "shardrt/base/element_type.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/base/status_macros.h"
@@ -18,6 +18,12 @@ namespace {
 
 constexpr absl::string_view kBytecodeMagic("ML\xefR", 4);
 using Kind = MlirToken::Kind;
+
+// A name of the Shardy dialect: `sdy.sharding`, `#sdy.sharding<...>`, `sdy.mesh`.
+bool IsShardyToken(const MlirToken& token) {
+  return (token.kind == Kind::kBareId || token.kind == Kind::kHashId) &&
+         absl::StrContains(token.text, "sdy.");
+}
 
 // At most this much of a piece of program text is quoted in a message.
 constexpr size_t kQuoted = 60;
@@ -36,9 +42,7 @@ class Inspector {
     ProgramInfo info;
     Advance();
     while (token_.kind != Kind::kEnd) {
-      if (token_.kind == Kind::kBareId || token_.kind == Kind::kHashId) {
-        if (absl::StrContains(token_.text, "sdy.")) info.uses_shardy = true;
-      }
+      if (IsShardyToken(token_)) info.uses_shardy = true;
       if (token_.Is(Kind::kBareId, "tensor")) {
         SHARDRT_ASSIGN_OR_RETURN(std::optional<ArrayShape> shape, TensorType("a tensor type"));
         (void)shape;
@@ -279,47 +283,63 @@ absl::StatusOr<ProgramInfo> InspectProgram(absl::string_view program) {
   info.is_text = !IsMlirBytecode(program);
   if (!info.is_text) {
     // Attribute names live in the bytecode's string table.
-    info.uses_shardy = program.find("sdy.") != absl::string_view::npos;
+    info.uses_shardy = UsesShardy(program);
     return info;
   }
   return Inspector(program).Run();
 }
 
-absl::StatusOr<std::optional<ProgramSignature>> ParseProgramSignature(absl::string_view program) {
+absl::StatusOr<std::optional<ProgramSignature>> ReadProgramSignature(absl::string_view program) {
   if (IsMlirBytecode(program)) return std::optional<ProgramSignature>();
   SHARDRT_ASSIGN_OR_RETURN(ProgramInfo info, InspectProgram(program));
   return std::move(info.signature);
+}
+
+absl::StatusOr<std::optional<int64_t>> DeclaredPartitions(absl::string_view program) {
+  if (IsMlirBytecode(program)) return std::optional<int64_t>();
+  SHARDRT_ASSIGN_OR_RETURN(ProgramInfo info, InspectProgram(program));
+  return info.declared_partitions;
+}
+
+bool UsesShardy(absl::string_view program) {
+  // Bytecode holds the names in its string table; text is lexed, so comments do not count.
+  if (IsMlirBytecode(program)) return program.find("sdy.") != absl::string_view::npos;
+  MlirLexer lexer(program);
+  for (MlirToken token = lexer.Next(); token.kind != Kind::kEnd; token = lexer.Next()) {
+    if (IsShardyToken(token)) return true;
+  }
+  return false;
 }
 
 bool IsMlirBytecode(absl::string_view program) {
   return absl::StartsWith(program, kBytecodeMagic);
 }
 
-std::string MlirTensorType(const ArrayShape& shape) {
+absl::StatusOr<std::string> MlirTensorType(const ArrayShape& shape) {
+  const absl::string_view element = ElementTypeMlirName(shape.type);
+  if (element.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write the MLIR type of ", ShapeToString(shape), ": element type ",
+        static_cast<int32_t>(shape.type), " has no MLIR name"));
+  }
+  if (static_cast<int64_t>(shape.dims.size()) > limits::kMaxRank) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write the MLIR type of ",
+                                                   ShapeToString(shape), ": rank ",
+                                                   shape.dims.size(), " is above ",
+                                                   limits::kMaxRank));
+  }
+  SHARDRT_ASSIGN_OR_RETURN(const int64_t elements,
+                           NumElements(shape.dims, absl::StrCat("the ", element, " tensor")));
+  int64_t bytes = 0;
+  if (!CheckedMul(elements, ElementSizeInBytes(shape.type), &bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write the MLIR type of ",
+                                                   ShapeToString(shape),
+                                                   ": its byte size overflows int64"));
+  }
   std::string type = "tensor<";
   for (int64_t d : shape.dims) absl::StrAppend(&type, d, "x");
-  const absl::string_view name = ElementTypeName(shape.type);
-  if (shape.type == ElementType::kPred) {
-    absl::StrAppend(&type, "i1");
-  } else if (absl::StartsWith(name, "s")) {
-    absl::StrAppend(&type, "i", name.substr(1));
-  } else if (absl::StartsWith(name, "u")) {
-    absl::StrAppend(&type, "ui", name.substr(1));
-  } else {
-    absl::StrAppend(&type, name);
-  }
-  return absl::StrCat(type, ">");
-}
-
-std::string ReshardProgram(const ArrayShape& shape, const Sharding& from, const Sharding& to,
-                           int64_t partitions) {
-  const std::string tensor = MlirTensorType(shape);
-  return absl::StrCat(
-      "module @reshard attributes {mhlo.num_partitions = ", partitions,
-      " : i32, mhlo.num_replicas = 1 : i32} {\n"
-      "  func.func public @main(%arg0: ", tensor, " {mhlo.sharding = \"", from.ToString(),
-      "\"}) -> (", tensor, " {mhlo.sharding = \"", to.ToString(), "\"}) {\n    return %arg0 : ",
-      tensor, "\n  }\n}\n");
+  absl::StrAppend(&type, element, ">");
+  return type;
 }
 
 }  // namespace shardrt

@@ -1,9 +1,13 @@
 // The global signature of @main, read from MLIR text as JAX, our tests and the demo write it.
-#include "client/program_text.h"
+#include "shardrt/program/program_text.h"
 
 #include <string>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "program/reshard_program.h"
+#include "shardrt/sharding/text.h"
 
 namespace shardrt {
 namespace {
@@ -16,7 +20,7 @@ TEST(ProgramSignatureTest, JaxStyleGspmdExport) {
     return %arg0 : tensor<16x4xf32>
   }
 })";
-  auto sig = ParseProgramSignature(text);
+  auto sig = ReadProgramSignature(text);
   ASSERT_TRUE(sig.ok()) << sig.status();
   ASSERT_TRUE(sig->has_value());
   EXPECT_EQ((*sig)->parameters,
@@ -33,7 +37,7 @@ TEST(ProgramSignatureTest, ShardyAttributesAndASingleUnparenthesizedResult) {
     return %r : tensor<8xf64>
   }
 })";
-  auto sig = ParseProgramSignature(text);
+  auto sig = ReadProgramSignature(text);
   ASSERT_TRUE(sig.ok()) << sig.status();
   ASSERT_TRUE(sig->has_value());
   EXPECT_EQ((*sig)->parameters, (std::vector<ArrayShape>{{ElementType::kBF16, {8, 8}}}));
@@ -41,28 +45,28 @@ TEST(ProgramSignatureTest, ShardyAttributesAndASingleUnparenthesizedResult) {
 }
 
 TEST(ProgramSignatureTest, BytecodeOrNoMainGivesNothing) {
-  auto bytecode = ParseProgramSignature(std::string("ML\xefR\x01\x02garbage", 12));
+  auto bytecode = ReadProgramSignature(std::string("ML\xefR\x01\x02garbage", 12));
   ASSERT_TRUE(bytecode.ok());
   EXPECT_FALSE(bytecode->has_value());
-  auto no_main = ParseProgramSignature("func.func @other(%a: tensor<f32>) -> tensor<f32>");
+  auto no_main = ReadProgramSignature("func.func @other(%a: tensor<f32>) -> tensor<f32>");
   ASSERT_TRUE(no_main.ok());
   EXPECT_FALSE(no_main->has_value());
 }
 
 TEST(ProgramSignatureTest, DynamicOrUnsupportedTypesAreErrorsNamingTheArgument) {
-  auto dynamic = ParseProgramSignature("func.func @main(%a: tensor<?x4xf32>) -> tensor<f32>");
+  auto dynamic = ReadProgramSignature("func.func @main(%a: tensor<?x4xf32>) -> tensor<f32>");
   EXPECT_NE(dynamic.status().message().find(
                 "@main argument 0 has a dynamic dimension ('?'); only static shapes are "
                 "supported: tensor<?x4xf32>"),
             absl::string_view::npos)
       << dynamic.status();
-  auto complex = ParseProgramSignature(
+  auto complex = ReadProgramSignature(
       "func.func @main(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xcomplex<f32>>)");
   EXPECT_NE(complex.status().message().find(
                 "@main result 1 has element type 'complex<f32>', which shardrt does not support"),
             absl::string_view::npos)
       << complex.status();
-  auto scalar = ParseProgramSignature("func.func @main(%a: i32) -> tensor<f32>");
+  auto scalar = ReadProgramSignature("func.func @main(%a: i32) -> tensor<f32>");
   EXPECT_NE(scalar.status().message().find("@main argument 0 at line 1: expected a tensor type"),
             absl::string_view::npos)
       << scalar.status();
@@ -130,18 +134,71 @@ TEST(InspectProgramTest, BytecodeIsNotReadAsText) {
   EXPECT_FALSE(info->signature.has_value());
 }
 
-TEST(ProgramTextTest, MlirTensorTypes) {
-  EXPECT_EQ(MlirTensorType({ElementType::kF32, {10, 3}}), "tensor<10x3xf32>");
-  EXPECT_EQ(MlirTensorType({ElementType::kS32, {4}}), "tensor<4xi32>");
-  EXPECT_EQ(MlirTensorType({ElementType::kU8, {2, 2}}), "tensor<2x2xui8>");
-  EXPECT_EQ(MlirTensorType({ElementType::kPred, {}}), "tensor<i1>");
-  EXPECT_EQ(MlirTensorType({ElementType::kBF16, {7}}), "tensor<7xbf16>");
+// Every element type is written with its own MLIR name, and reads back as itself.
+TEST(ProgramTextTest, MlirTensorTypesOfEveryElementType) {
+  const std::pair<ElementType, const char*> all[] = {
+      {ElementType::kPred, "tensor<2x3xi1>"},   {ElementType::kS8, "tensor<2x3xi8>"},
+      {ElementType::kS16, "tensor<2x3xi16>"},   {ElementType::kS32, "tensor<2x3xi32>"},
+      {ElementType::kS64, "tensor<2x3xi64>"},   {ElementType::kU8, "tensor<2x3xui8>"},
+      {ElementType::kU16, "tensor<2x3xui16>"},  {ElementType::kU32, "tensor<2x3xui32>"},
+      {ElementType::kU64, "tensor<2x3xui64>"},  {ElementType::kF16, "tensor<2x3xf16>"},
+      {ElementType::kF32, "tensor<2x3xf32>"},   {ElementType::kF64, "tensor<2x3xf64>"},
+      {ElementType::kBF16, "tensor<2x3xbf16>"},
+  };
+  for (const auto& [type, text] : all) {
+    const ArrayShape shape{type, {2, 3}};
+    auto written = MlirTensorType(shape);
+    ASSERT_TRUE(written.ok()) << written.status();
+    EXPECT_EQ(*written, text);
+    auto sig = ReadProgramSignature(absl::StrCat("func.func @main(%x: ", *written, ") -> ",
+                                                 *written));
+    ASSERT_TRUE(sig.ok()) << sig.status();
+    ASSERT_TRUE(sig->has_value());
+    EXPECT_EQ((*sig)->parameters, std::vector<ArrayShape>{shape}) << text;
+  }
+  EXPECT_EQ(*MlirTensorType({ElementType::kPred, {}}), "tensor<i1>");
+  EXPECT_EQ(*MlirTensorType({ElementType::kF32, {0, 5}}), "tensor<0x5xf32>");
+}
+
+TEST(ProgramTextTest, TypesThatCannotBeWrittenAreErrors) {
+  auto invalid = MlirTensorType({ElementType::kInvalid, {4}});
+  EXPECT_EQ(invalid.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(invalid.status().message().find("has no MLIR name"), absl::string_view::npos)
+      << invalid.status();
+  auto unknown = MlirTensorType({static_cast<ElementType>(13), {4}});
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  auto count = MlirTensorType({ElementType::kF32, {int64_t{1} << 32, int64_t{1} << 32}});
+  EXPECT_EQ(count.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(count.status().message().find("overflows int64"), absl::string_view::npos)
+      << count.status();
+  auto bytes = MlirTensorType({ElementType::kF64, {int64_t{1} << 61}});
+  EXPECT_NE(bytes.status().message().find("byte size overflows int64"), absl::string_view::npos)
+      << bytes.status();
+  auto negative = MlirTensorType({ElementType::kF32, {3, -1}});
+  EXPECT_NE(negative.status().message().find("is negative"), absl::string_view::npos)
+      << negative.status();
+  auto rank = MlirTensorType({ElementType::kF32, std::vector<int64_t>(65, 1)});
+  EXPECT_NE(rank.status().message().find("rank 65"), absl::string_view::npos) << rank.status();
+}
+
+TEST(ProgramTextTest, DeclaredPartitionsAndShardy) {
+  EXPECT_EQ(*DeclaredPartitions("module @m attributes {mhlo.num_partitions = 8 : i32} {}"), 8);
+  EXPECT_EQ(*DeclaredPartitions("module @m {}"), std::nullopt);
+  EXPECT_EQ(*DeclaredPartitions(std::string("ML\xefR\x01", 5)), std::nullopt);
+  EXPECT_FALSE(DeclaredPartitions("module @m attributes {mhlo.num_partitions = x} {}").ok());
+  EXPECT_TRUE(UsesShardy("module {\n  sdy.mesh @mesh = <[\"x\"=2]>\n}"));
+  EXPECT_FALSE(UsesShardy("// sdy.mesh only in a comment\nmodule {}"));
+  EXPECT_TRUE(UsesShardy(std::string("ML\xefR\x01sdy.sharding", 17)));
+  EXPECT_FALSE(UsesShardy(std::string("ML\xefR\x01mhlo", 9)));
 }
 
 TEST(ProgramTextTest, TheReshardProgramReadsBackAsItsOwnSignature) {
   const ArrayShape shape{ElementType::kS16, {10, 6}};
-  const std::string program =
-      ReshardProgram(shape, Sharding::Replicated(), Sharding::Replicated(), 4);
+  auto tiled = ParseSharding("{devices=[2,1,2]<=[4] last_tile_dim_replicate}");
+  ASSERT_TRUE(tiled.ok()) << tiled.status();
+  auto written = ReshardProgram(shape, Sharding::Replicated(), *tiled, 4);
+  ASSERT_TRUE(written.ok()) << written.status();
+  const std::string& program = *written;
   auto info = InspectProgram(program);
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->declared_partitions, 4);
@@ -151,6 +208,10 @@ TEST(ProgramTextTest, TheReshardProgramReadsBackAsItsOwnSignature) {
   EXPECT_EQ(info->signature->parameters, std::vector<ArrayShape>{shape});
   EXPECT_EQ(info->signature->results, std::vector<ArrayShape>{shape});
   EXPECT_NE(program.find("mhlo.sharding = \"{replicated}\""), std::string::npos);
+  EXPECT_NE(program.find("mhlo.sharding = \"" + PrintSharding(*tiled) + "\""), std::string::npos);
+  EXPECT_FALSE(ReshardProgram({ElementType::kInvalid, {2}}, Sharding::Replicated(),
+                              Sharding::Replicated(), 4)
+                   .ok());
 }
 
 }  // namespace
@@ -174,7 +235,7 @@ TEST(ProgramLexerTest, MainIsFoundWhereverMlirAllowsIt) {
       " -> tensor<2xf32>\nfunc.func @main(%x: tensor<10x3xf32> loc(\"x\")) -> tensor<3xf32>",
   };
   for (const char* text : forms) {
-    auto sig = ParseProgramSignature(text);
+    auto sig = ReadProgramSignature(text);
     ASSERT_TRUE(sig.ok()) << sig.status() << "\n" << text;
     ASSERT_TRUE(sig->has_value()) << text;
     EXPECT_EQ((*sig)->parameters, kUneven) << text;

@@ -1,4 +1,4 @@
-#include "client/mlir_lexer.h"
+#include "program/mlir_lexer.h"
 
 #include <algorithm>
 
