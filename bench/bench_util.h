@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "base/json_writer.h"
+#include "shardrt/base/json_writer.h"
 #include "shardrt/client/computation_client.h"
 #include "shardrt/pjrt/client.h"
 #include "shardrt/runtime/runtime.h"

@@ -1,6 +1,7 @@
 # Install rules: `cmake --install build --prefix PREFIX` gives
 #   PREFIX/include/shardrt/...                          public headers (shardrt/shardrt.h: all)
 #   PREFIX/lib/libshardrt.so*                           the library
+#   PREFIX/lib/libshardrt_llm.so*                       the models (shardrt::llm: llm::Session)
 #   PREFIX/lib/shardrt/plugins/xla_cpu_pjrt.so          the pinned CPU plugin (SHARDRT_INSTALL_PLUGIN)
 #   PREFIX/lib/cmake/shardrt/shardrtConfig*.cmake       find_package(shardrt CONFIG)
 #   PREFIX/lib/pkgconfig/shardrt.pc                     pkg-config shardrt
@@ -12,7 +13,7 @@ include(CMakePackageConfigHelpers)
 
 set(_cmake_dir "${CMAKE_INSTALL_LIBDIR}/cmake/shardrt")
 
-install(TARGETS shardrt EXPORT shardrtTargets
+install(TARGETS shardrt shardrt_llm EXPORT shardrtTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/shardrt"

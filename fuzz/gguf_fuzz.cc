@@ -1,4 +1,4 @@
-// libFuzzer target for the GGUF reader (examples/llama/gguf.cc). The input becomes the content
+// libFuzzer target for the GGUF reader (models/llama/gguf.cc). The input becomes the content
 // of an in-memory file (memfd) that GgufFile::Open maps like any model file. For any bytes: Open
 // must not crash; a rejected input must get a one-line InvalidArgument naming the file. An
 // accepted file must hold its tensors inside the file, without overlaps, each found by name;

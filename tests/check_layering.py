@@ -3,12 +3,16 @@
 
 Rules:
   1. A layer includes only itself and the layers below it:
-       base -> {pjrt, sharding} -> program -> data -> client -> executor -> runtime -> cli
+       base -> {pjrt, sharding} -> program -> data -> client -> executor -> runtime
+         -> llm (models/, public headers include/shardrt/llm/) -> tools (tools/cli)
      (pjrt and sharding do not include each other).
   2. Public headers (include/shardrt/) include only public headers ("shardrt/...").
   3. Only src/pjrt/ includes the plugin's pjrt_c_api.h, and only src/ includes generated
      protobuf headers (*.pb.h).
   4. The bindings (bindings/) sit on top and use the library through its public headers only.
+  5. The models (models/) use the library through its public headers only; the tools (tools/)
+     use public headers and their own, and the CLI's `demo` the small decoder of
+     models/decoder/ (a fixture, not installed); nothing includes the tools' headers.
 Prints every violation as FILE:LINE: message and exits 1 if there is one.
 """
 import os
@@ -16,7 +20,9 @@ import re
 import sys
 
 RANKS = {"base": 0, "pjrt": 1, "sharding": 1, "program": 2, "data": 3, "client": 4,
-         "executor": 5, "runtime": 6, "cli": 7}
+         "executor": 5, "runtime": 6, "llm": 7, "cli": 8}
+# The private header folders of the layers above the library: who may include them.
+PRIVATE_ABOVE = {"llama": ("models",), "decoder": ("models", "tools"), "cli": ("tools",)}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -67,6 +73,29 @@ def main(root):
                 if RANKS[target] > RANKS[layer] or (RANKS[target] == RANKS[layer]):
                     problems.append(f"{where}: layer {layer} includes {inc} from layer {target}"
                                     " (imports must point down)")
+    # models/ and tools/: public headers of the library, and their own.
+    for top in ("models", "tools"):
+        for dirpath, _, names in os.walk(os.path.join(root, top)):
+            for name in sorted(names):
+                if not name.endswith((".h", ".cc")):
+                    continue
+                path = os.path.join(dirpath, name)
+                files.append(path)
+                rel = os.path.relpath(path, root)
+                with open(path, encoding="utf-8") as f:
+                    for number, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        inc = m.group(1)
+                        first = inc.split("/")[0]
+                        if inc == "pjrt_c_api.h" or inc.endswith(".pb.h") or (
+                                first in RANKS and first not in ("cli",)):
+                            problems.append(f"{rel}:{number}: {top}/ includes \"{inc}\"; it "
+                                            "uses the library's public headers only")
+                        elif first in PRIVATE_ABOVE and top not in PRIVATE_ABOVE[first]:
+                            problems.append(f"{rel}:{number}: {top}/ includes \"{inc}\" "
+                                            "(imports must point down)")
     for dirpath, _, names in os.walk(os.path.join(root, "bindings")):
         if ".venv" in dirpath.split(os.sep):
             continue

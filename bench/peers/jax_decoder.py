@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The demo decoder (examples/decoder) written in JAX, for tokens/s against shardrt.
+"""The demo decoder (models/decoder) written in JAX, for tokens/s against shardrt.
 
 Same model, sizes and Megatron sharding over a 1-D mesh of D CPU devices (JAX_NUM_CPU_DEVICES):
 vocab 256, d_model 128, 8 heads of 16, MLP 512, 2 layers, prompt 8, KV cache of prompt + tokens
 positions; wq/wk/wv/w1 split on dim 1, wo/w2 on dim 0, caches by heads, the rest replicated;
 q/k/v constrained to be split by heads. Weights and prompt come from the same splitmix64
-streams as examples/decoder/decoder_weights.cc, so both runtimes must generate the same tokens.
+streams as models/decoder/decoder_weights.cc, so both runtimes must generate the same tokens.
 
 The loop mirrors bench/decoder_bench.cc (and `shardrt demo`): prefill, then tokens - 1 decode
 steps with donated caches, the token and position arrays already on device, tokens downloaded

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SmolLM2-135M (any Llama GGUF with tied embeddings) in JAX, for tokens/s against shardrt.
 
-The same per-device programs as examples/llama/llama_program.cc, written with jax.shard_map over
+The same per-device programs as models/llama/llama_program.cc, written with jax.shard_map over
 a 1-D mesh of P CPU devices (JAX_NUM_CPU_DEVICES=P) with the same explicit collectives, the same
 weight layout and the same KV-cache layout, so both runtimes must produce the same greedy tokens:
 

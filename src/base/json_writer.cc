@@ -1,4 +1,4 @@
-#include "base/json_writer.h"
+#include "shardrt/base/json_writer.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

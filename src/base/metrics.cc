@@ -1,6 +1,6 @@
 #include "shardrt/base/metrics.h"
 
-#include "base/json_writer.h"
+#include "shardrt/base/json_writer.h"
 
 #include <algorithm>
 #include <array>

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/json_writer.h"
+#include "shardrt/base/json_writer.h"
 #include "shardrt/base/metrics.h"
 
 namespace shardrt {

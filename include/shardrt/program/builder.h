@@ -1,6 +1,6 @@
 // Builder: writes the body of a StableHLO function as MLIR text, one operation at a time, in the
-// generic syntax every StableHLO version parses. The model emitters (examples/decoder,
-// examples/llama) are written with it; WriteModule (array_spec.h) puts a body into a module.
+// generic syntax every StableHLO version parses. The model emitters (models/decoder,
+// models/llama) are written with it; WriteModule (array_spec.h) puts a body into a module.
 //
 // Values are SSA names (%v0, %v1, ...) with their ArrayShape; each method appends one
 // operation (a few for composite helpers) and returns its result. Tensor types are written by

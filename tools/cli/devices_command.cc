@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "base/json_writer.h"
+#include "shardrt/base/json_writer.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/base/status_macros.h"
 #include "cli/commands.h"

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "base/json_writer.h"
+#include "shardrt/base/json_writer.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/runtime_setup.h"

@@ -21,7 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "base/json_writer.h"
+#include "shardrt/base/json_writer.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/npy.h"

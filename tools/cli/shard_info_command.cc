@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "shardrt/base/status_macros.h"
-#include "base/json_writer.h"
+#include "shardrt/base/json_writer.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "shardrt/sharding/geometry.h"
