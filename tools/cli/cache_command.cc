@@ -12,12 +12,30 @@
 #include "shardrt/client/persistent_cache.h"
 
 namespace shardrt::cli {
+namespace {
+
+constexpr FlagDef kFlags[] = {
+    {.name = "compile-cache", .value_name = "DIR",
+     .description = "folder of the persistent compile cache",
+     .default_text = kCompileCacheFlag.default_text},
+    {.name = "json", .type = FlagType::kBoolean,
+     .description = "print `cache info` as one JSON object", .default_text = "off"},
+};
+
+}  // namespace
+
+constinit const CommandDef kCacheCommand{
+    .name = "cache",
+    .usage = "info|clear [flags]",
+    .summary = "Lists the persistent compile cache's entries and size (info), or removes them "
+               "(clear).",
+    .flags = kFlags,
+    .run = CacheCommand};
 
 // The `cache` subcommand (see commands.h). Errors: bad arguments (InvalidArgument), a missing
 // directory (NotFound), the file system's.
 absl::Status CacheCommand(const std::vector<std::string>& args) {
-  SHARDRT_ASSIGN_OR_RETURN(
-      Flags flags, Flags::Parse(args, {.with_value = {"compile-cache"}, .boolean = {"json"}}));
+  SHARDRT_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, kFlags));
   if (flags.positional().size() != 1 ||
       (flags.positional()[0] != "info" && flags.positional()[0] != "clear")) {
     return absl::InvalidArgumentError("expected `cache info` or `cache clear`");

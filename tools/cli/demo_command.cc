@@ -114,28 +114,55 @@ void Progress(bool enabled, int64_t done, int64_t total) {
   return absl::OkStatus();
 }
 
+// --layers' description states the limit.
+static_assert(kMaxDemoLayers == 64);
+constexpr FlagDef kFlags[] = {
+    kDevicesFlag,
+    {.name = "tokens", .type = FlagType::kInteger, .value_name = "T",
+     .description = "tokens to generate", .default_text = "32", .int_min = 1,
+     .int_max = 1 << 16},
+    {.name = "layers", .type = FlagType::kInteger, .value_name = "L",
+     .description = "transformer layers (the demo takes at most 64)", .default_text = "2",
+     .int_min = 1, .int_max = INT64_MAX},
+    {.name = "d-model", .type = FlagType::kInteger, .value_name = "D",
+     .description = "the model width",
+     .default_text = "128", .int_min = 1, .int_max = 1 << 16},
+    {.name = "seed", .type = FlagType::kInteger, .value_name = "S",
+     .description = "the seed of the random weights and prompt", .default_text = "42",
+     .int_min = 0, .int_max = INT64_MAX},
+    kMetricsFlag,
+    kTraceFlag,
+    kPluginFlag,
+    kCompileCacheFlag,
+};
+
 }  // namespace
+
+constinit const CommandDef kDemoCommand{
+    .name = "demo",
+    .usage = "[flags]",
+    .summary = "Generates tokens greedily with a small random-weight transformer, sharded "
+               "Megatron style over N devices.",
+    .flags = kFlags,
+    .run = DemoCommand};
 
 // The `demo` subcommand (see commands.h). Prints the prompt, the generated tokens and the rate
 // on stdout. Errors: bad flags and sizes (InvalidArgument, before anything is allocated), the
 // runtime's, compilation's and the executions' errors. Owns everything it creates; runs on the
 // calling thread (the executor's pool does the work).
 absl::Status DemoCommand(const std::vector<std::string>& args) {
-  SHARDRT_ASSIGN_OR_RETURN(
-      Flags flags, Flags::Parse(args, {.with_value = {"devices", "tokens", "layers", "d-model",
-                                                      "seed", "plugin", "compile-cache", "trace"},
-                                       .boolean = {"metrics"}}));
+  SHARDRT_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, kFlags));
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
   }
   DecoderConfig config;
   SHARDRT_ASSIGN_OR_RETURN(config.num_partitions,
-                           flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
-  SHARDRT_ASSIGN_OR_RETURN(int64_t tokens, flags.GetInt("tokens", 32, 1, 1 << 16));
-  SHARDRT_ASSIGN_OR_RETURN(config.n_layers, flags.GetInt("layers", 2, 1, INT64_MAX));
-  SHARDRT_ASSIGN_OR_RETURN(config.d_model, flags.GetInt("d-model", 128, 1, 1 << 16));
-  SHARDRT_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 42, 0, INT64_MAX));
+                           flags.GetInt("devices"));
+  SHARDRT_ASSIGN_OR_RETURN(int64_t tokens, flags.GetInt("tokens"));
+  SHARDRT_ASSIGN_OR_RETURN(config.n_layers, flags.GetInt("layers"));
+  SHARDRT_ASSIGN_OR_RETURN(config.d_model, flags.GetInt("d-model"));
+  SHARDRT_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed"));
   config.max_seq = config.prompt_len + tokens;
   SHARDRT_RETURN_IF_ERROR(CheckDemoSize(config, tokens));
   SHARDRT_RETURN_IF_ERROR(decoder::ValidateConfig(config));

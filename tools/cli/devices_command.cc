@@ -11,17 +11,32 @@
 #include "shardrt/pjrt/client.h"
 
 namespace shardrt::cli {
+namespace {
+
+constexpr FlagDef kFlags[] = {
+    kDevicesFlag,
+    kPluginFlag,
+    {.name = "json", .type = FlagType::kBoolean,
+     .description = "print the devices as a JSON array", .default_text = "off"},
+};
+
+}  // namespace
+
+constinit const CommandDef kDevicesCommand{
+    .name = "devices",
+    .usage = "[flags]",
+    .summary = "Loads the PJRT plugin with N CPU devices and lists them.",
+    .flags = kFlags,
+    .run = DevicesCommand};
 
 absl::Status DevicesCommand(const std::vector<std::string>& args) {
-  SHARDRT_ASSIGN_OR_RETURN(Flags flags,
-                           Flags::Parse(args, {.with_value = {"devices", "plugin"},
-                                               .boolean = {"json"}}));
+  SHARDRT_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, kFlags));
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
   }
   SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices,
-                           flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
+                           flags.GetInt("devices"));
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
                            CreateCliRuntime(num_devices, flags.Get("plugin"), "off"));
   const pjrt::Client* client = runtime->pjrt_client().get();

@@ -1,18 +1,11 @@
 #include "cli/flags.h"
 
-#include <algorithm>
-
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardrt::cli {
 namespace {
-
-// Whether `v` holds `s`.
-bool Contains(const std::vector<std::string>& v, absl::string_view s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
 
 // Argument text as an error message shows it: C-escaped (so a message stays one line; UTF-8
 // passes through) and cut after 64 bytes, at a character boundary, with "..." when cut.
@@ -24,12 +17,49 @@ std::string Shown(absl::string_view text) {
   return absl::StrCat(absl::Utf8SafeCHexEscape(text.substr(0, cut)), "...");
 }
 
+// The entry of `table` named `name`, or nullptr.
+const FlagDef* FindDef(std::span<const FlagDef> table, absl::string_view name) {
+  for (const FlagDef& def : table) {
+    if (def.name == name) return &def;
+  }
+  return nullptr;
+}
+
+// `text` as the value of kInteger flag `def`. Error: not a decimal integer in its range.
+absl::StatusOr<int64_t> ParseInt(const FlagDef& def, const std::string& text) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < def.int_min || value > def.int_max) {
+    return absl::InvalidArgumentError(absl::StrCat("flag --", Shown(def.name),
+                                                   ": expected an integer in [", def.int_min,
+                                                   ", ", def.int_max, "], got '", Shown(text),
+                                                   "'"));
+  }
+  return value;
+}
+
+// The error for a default the table does not state as a number.
+absl::Status NoDefault(const FlagDef& def) {
+  return absl::InternalError(absl::StrCat("flag --", def.name, " has no numeric default ('",
+                                          def.default_text, "'); the command must give one"));
+}
+
 }  // namespace
 
-absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args, const FlagSpec& spec) {
+absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
+                                   std::span<const FlagDef> table) {
   Flags flags;
+  flags.table_ = table;
+  // The first error; the words after it are still read, for --help.
+  absl::Status error;
+  auto fail = [&error](std::string message) {
+    if (error.ok()) error = absl::InvalidArgumentError(message);
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      flags.help_ = true;
+      continue;
+    }
     if (arg.size() < 3 || arg.rfind("--", 0) != 0) {
       flags.positional_.push_back(arg);
       continue;
@@ -40,27 +70,28 @@ absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args, const F
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    if (Contains(spec.boolean, name)) {
-      if (value.has_value()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag --", Shown(name), " takes no value"));
+    const FlagDef* def = FindDef(table, name);
+    if (def == nullptr || def->type == FlagType::kBoolean) {
+      if (def == nullptr && name != "help") {
+        fail(absl::StrCat("unknown flag --", Shown(name)));
+      } else if (value.has_value()) {  // a value for a boolean flag, or --help=
+        fail(absl::StrCat("flag --", Shown(name), " takes no value"));
+      } else {
+        flags.present_.insert(name);
       }
-      flags.present_.insert(name);
       continue;
-    }
-    if (!Contains(spec.with_value, name)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", Shown(name)));
     }
     if (!value.has_value()) {
       if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag --", Shown(name), " needs a value"));
+        fail(absl::StrCat("flag --", Shown(name), " needs a value"));
+        continue;
       }
       value = args[++i];
     }
     flags.present_.insert(name);
     flags.values_[name].push_back(*value);
   }
+  if (!flags.help_ && !error.ok()) return error;
   return flags;
 }
 
@@ -77,28 +108,46 @@ std::vector<std::string> Flags::GetAll(absl::string_view name) const {
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
-absl::StatusOr<int64_t> Flags::GetInt(absl::string_view name, int64_t fallback, int64_t min,
-                                      int64_t max) const {
-  std::optional<std::string> text = Get(name);
-  if (!text.has_value()) return fallback;
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(*text, &value) || value < min || value > max) {
-    return absl::InvalidArgumentError(absl::StrCat("flag --", Shown(name),
-                                                   ": expected an integer in [", min, ", ", max,
-                                                   "], got '", Shown(*text), "'"));
+absl::StatusOr<const FlagDef*> Flags::Find(absl::string_view name, FlagType type) const {
+  const FlagDef* def = FindDef(table_, name);
+  if (def == nullptr || def->type != type) {
+    return absl::InternalError(absl::StrCat("flag --", name, " is not ",
+                                            type == FlagType::kInteger ? "an integer" : "a number",
+                                            " flag of this command"));
   }
-  return value;
+  return def;
 }
 
-absl::StatusOr<double> Flags::GetDouble(absl::string_view name, double fallback, double min,
-                                        double max) const {
-  std::optional<std::string> text = Get(name);
-  if (!text.has_value()) return fallback;
+absl::StatusOr<int64_t> Flags::GetInt(absl::string_view name) const {
+  absl::StatusOr<const FlagDef*> def = Find(name, FlagType::kInteger);
+  if (!def.ok()) return def.status();
+  if (std::optional<std::string> text = Get(name)) return ParseInt(**def, *text);
+  int64_t fallback = 0;
+  if (!absl::SimpleAtoi((*def)->default_text, &fallback)) return NoDefault(**def);
+  return fallback;
+}
+
+absl::StatusOr<int64_t> Flags::GetInt(absl::string_view name, int64_t fallback) const {
+  absl::StatusOr<const FlagDef*> def = Find(name, FlagType::kInteger);
+  if (!def.ok()) return def.status();
+  if (std::optional<std::string> text = Get(name)) return ParseInt(**def, *text);
+  return fallback;
+}
+
+absl::StatusOr<double> Flags::GetDouble(absl::string_view name) const {
+  absl::StatusOr<const FlagDef*> def = Find(name, FlagType::kNumber);
+  if (!def.ok()) return def.status();
+  const FlagDef& d = **def;
   double value = 0;
-  if (!absl::SimpleAtod(*text, &value) || !(value >= min && value <= max)) {
+  std::optional<std::string> text = Get(name);
+  if (!text.has_value()) {
+    if (!absl::SimpleAtod(d.default_text, &value)) return NoDefault(d);
+    return value;
+  }
+  if (!absl::SimpleAtod(*text, &value) || !(value >= d.number_min && value <= d.number_max)) {
     return absl::InvalidArgumentError(absl::StrCat("flag --", Shown(name),
-                                                   ": expected a number in [", min, ", ", max,
-                                                   "], got '", Shown(*text), "'"));
+                                                   ": expected a number in [", d.number_min, ", ",
+                                                   d.number_max, "], got '", Shown(*text), "'"));
   }
   return value;
 }

@@ -33,6 +33,52 @@
 namespace shardrt::cli {
 namespace {
 
+constexpr FlagDef kFlags[] = {
+    {.name = "model", .value_name = "FILE.gguf",
+     .description = "the Llama-architecture GGUF model",
+     .default_text = "$SHARDRT_MODEL"},
+    {.name = "prompt", .value_name = "TEXT",
+     .description = "the prompt text; this or --prompt-tokens is required"},
+    {.name = "prompt-tokens", .value_name = "IDS",
+     .description = "the prompt as comma-separated token ids, e.g. 1,2,3"},
+    {.name = "chat", .type = FlagType::kBoolean,
+     .description = "wrap --prompt in the model's chat template", .default_text = "off"},
+    {.name = "system", .value_name = "TEXT",
+     .description = "the system message of the chat template; needs --chat"},
+    {.name = "max-tokens", .type = FlagType::kInteger, .value_name = "N",
+     .description = "tokens to generate at most (fewer at a stop token)", .default_text = "128",
+     .int_min = 1, .int_max = 8192},
+    kDevicesFlag,
+    {.name = "temperature", .type = FlagType::kNumber, .value_name = "T",
+     .description = "sampling temperature; 0 picks the likeliest token", .default_text = "0",
+     .number_min = 0, .number_max = 100},
+    {.name = "top-p", .type = FlagType::kNumber, .value_name = "P",
+     .description = "sample from the likeliest tokens that hold this share of the "
+                    "probability; needs --temperature",
+     .default_text = "1", .number_min = 1e-6, .number_max = 1},
+    {.name = "seed", .type = FlagType::kInteger, .value_name = "S",
+     .description = "the sampling seed; needs --temperature", .default_text = "0", .int_min = 0,
+     .int_max = INT64_MAX},
+    {.name = "json", .type = FlagType::kBoolean,
+     .description = "print one JSON object at the end instead of streaming the text",
+     .default_text = "off"},
+    {.name = "logits-out", .value_name = "FILE.npy",
+     .description = "write each generated token's logits to FILE.npy (f32[tokens, vocab])"},
+    kMetricsFlag,
+    kTraceFlag,
+    kPluginFlag,
+    kCompileCacheFlag,
+    {.name = "attention-block", .type = FlagType::kInteger, .value_name = "N",
+     .description = "positions per step of the decode attention loop (a multiple of the devices)",
+     .default_text = "256, or devices x 32 when the devices do not divide 256", .int_min = 1,
+     .int_max = 8192},
+    {.name = "compile-only", .type = FlagType::kBoolean,
+     .description = "compile the programs into the compile cache and exit without loading "
+                    "the weights",
+     .default_text = "off"},
+};
+
+
 // The model file: --model, else $SHARDRT_MODEL. Error: neither is set.
 absl::StatusOr<std::string> ModelPath(const Flags& flags) {
   if (std::optional<std::string> path = flags.Get("model")) return *path;
@@ -125,11 +171,11 @@ absl::StatusOr<GenerateFlags> ReadGenerateFlags(const Flags& flags) {
   }
   GenerateFlags out;
   llm::GenerateRequest& r = out.request;
-  SHARDRT_ASSIGN_OR_RETURN(out.devices, flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
-  SHARDRT_ASSIGN_OR_RETURN(r.max_tokens, flags.GetInt("max-tokens", 128, 1, 8192));
-  SHARDRT_ASSIGN_OR_RETURN(r.sampling.temperature, flags.GetDouble("temperature", 0.0, 0.0, 100.0));
-  SHARDRT_ASSIGN_OR_RETURN(r.sampling.top_p, flags.GetDouble("top-p", 1.0, 1e-6, 1.0));
-  SHARDRT_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0, 0, INT64_MAX));
+  SHARDRT_ASSIGN_OR_RETURN(out.devices, flags.GetInt("devices"));
+  SHARDRT_ASSIGN_OR_RETURN(r.max_tokens, flags.GetInt("max-tokens"));
+  SHARDRT_ASSIGN_OR_RETURN(r.sampling.temperature, flags.GetDouble("temperature"));
+  SHARDRT_ASSIGN_OR_RETURN(r.sampling.top_p, flags.GetDouble("top-p"));
+  SHARDRT_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed"));
   r.sampling.seed = static_cast<uint64_t>(seed);
   if ((flags.Has("top-p") || flags.Has("seed")) && r.sampling.temperature == 0) {
     return absl::InvalidArgumentError(
@@ -193,17 +239,19 @@ void PrintJson(const llm::GenerateResult& result) {
 
 }  // namespace
 
+constinit const CommandDef kGenerateCommand{
+    .name = "generate",
+    .usage = "(--prompt TEXT [--chat [--system TEXT]] | --prompt-tokens IDS) [flags]",
+    .summary = "Generates text with a Llama-architecture GGUF model (SmolLM2-135M-Instruct from "
+               "scripts/bootstrap.sh), tensor-parallel over N devices.",
+    .flags = kFlags,
+    .run = GenerateCommand};
+
 // The `generate` subcommand (see commands.h). Errors: bad flags (InvalidArgument, before the
 // model is read), the model file's, the tokenizer's, the runtime's, compilation's and the
 // executions'. Owns everything it creates; runs on the calling thread.
 absl::Status GenerateCommand(const std::vector<std::string>& args) {
-  SHARDRT_ASSIGN_OR_RETURN(
-      Flags flags,
-      Flags::Parse(args, {.with_value = {"model", "prompt", "prompt-tokens", "system",
-                                         "max-tokens", "devices", "temperature", "top-p", "seed",
-                                         "logits-out", "plugin", "compile-cache", "trace",
-                                         "attention-block"},
-                          .boolean = {"chat", "json", "metrics", "compile-only"}}));
+  SHARDRT_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, kFlags));
   SHARDRT_ASSIGN_OR_RETURN(GenerateFlags g, ReadGenerateFlags(flags));
   const bool json = flags.Has("json"), compile_only = flags.Has("compile-only");
   CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
@@ -218,7 +266,7 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   llm::SessionOptions options{.model_path = g.model_path, .devices = g.devices,
                               .retention = llm::ProgramRetention::kReleasePrefill};
   SHARDRT_ASSIGN_OR_RETURN(options.attention_block,
-                           flags.GetInt("attention-block", 256 % g.devices == 0 ? 256 : g.devices * 32, 1, 8192));
+                           flags.GetInt("attention-block", 256 % g.devices == 0 ? 256 : g.devices * 32));
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Session> session,
                            llm::Session::Open(*runtime, options));
   std::vector<int32_t> prompt;

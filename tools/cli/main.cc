@@ -1,7 +1,9 @@
 // build/shardrt: the command-line front door. Dispatches to one subcommand; any error becomes
-// one line on stderr and a non-zero exit (1 for a failed command, 2 for usage). Every command
-// takes --timeout SECONDS: past it the process prints one line and exits 1 (a program running
-// on a device cannot be interrupted, so the process ends instead of waiting for it).
+// one line on stderr and a non-zero exit (1 for a failed command, 2 for usage). `shardrt help
+// [COMMAND]`, `shardrt --help` and `shardrt COMMAND --help` print help made from the commands'
+// flag tables (cli/help.h) on stdout and exit 0. Every command takes --timeout SECONDS: past it
+// the process prints one line and exits 1 (a program running on a device cannot be
+// interrupted, so the process ends instead of waiting for it).
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -10,48 +12,22 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/help.h"
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage: shardrt <command> [flags]\n"
-    "commands:\n"
-    "  devices     [--devices N] [--plugin PATH] [--json]\n"
-    "  shard-info  --shape D0,D1,... --sharding TEXT [--devices N] [--json]\n"
-    "  run         PROGRAM.mlir --devices N [--arg FILE.npy[@SHARDING]]... [--out DIR]\n"
-    "              [--repeat K] [--metrics] [--trace FILE] [--plugin PATH]\n"
-    "              [--partitioner gspmd|shardy] [--result-shape TYPE[DIMS]]...\n"
-    "  generate    (--prompt TEXT [--chat [--system TEXT]] | --prompt-tokens IDS)\n"
-    "              [--model FILE.gguf] [--max-tokens N] [--devices N] [--temperature T\n"
-    "              [--top-p P] [--seed S]] [--json] [--logits-out FILE.npy] [--metrics]\n"
-    "              [--trace FILE] [--plugin PATH] [--attention-block N] [--compile-only]\n"
-    "  demo        [--devices N] [--tokens T] [--layers L] [--d-model D] [--seed S]\n"
-    "              [--trace FILE] [--metrics] [--plugin PATH]\n"
-    "  cache       info|clear [--compile-cache DIR] [--json]\n"
-    "run, demo, generate: [--compile-cache DIR|off] (default $SHARDRT_COMPILE_CACHE, else\n"
-    "              $XDG_CACHE_HOME/shardrt/compile or ~/.cache/shardrt/compile)\n"
-    "every command: [--timeout SECONDS] (exit 1 with one line once it has run that long)\n";
-
-struct Command {
-  const char* name;
-  absl::Status (*run)(const std::vector<std::string>&);
-};
-
-constexpr Command kCommands[] = {
-    {"devices", shardrt::cli::DevicesCommand},
-    {"shard-info", shardrt::cli::ShardInfoCommand},
-    {"run", shardrt::cli::RunCommand},
-    {"demo", shardrt::cli::DemoCommand},
-    {"generate", shardrt::cli::GenerateCommand},
-    {"cache", shardrt::cli::CacheCommand},
-};
+using shardrt::cli::CommandDef;
+using shardrt::cli::kTimeoutFlag;
 
 // Takes --timeout SECONDS / --timeout=SECONDS out of `args`. Error: a value that is not a whole
 // number of seconds in [1, 86400], or a missing one.
@@ -70,9 +46,10 @@ absl::StatusOr<std::optional<int64_t>> TakeTimeout(std::vector<std::string>& arg
       continue;
     }
     int64_t s = 0;
-    if (!absl::SimpleAtoi(value, &s) || s < 1 || s > 86400) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "flag --timeout: expected a whole number of seconds in [1, 86400], got '", value, "'"));
+    if (!absl::SimpleAtoi(value, &s) || s < kTimeoutFlag.int_min || s > kTimeoutFlag.int_max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --timeout: expected a whole number of seconds in [",
+                       kTimeoutFlag.int_min, ", ", kTimeoutFlag.int_max, "], got '", value, "'"));
     }
     seconds = s;
     args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
@@ -111,34 +88,86 @@ class Watchdog {
   std::thread thread_;  // last: starts once the members above exist
 };
 
+// Prints `message` as one line on stderr, prefixed with `prefix`.
+void PrintError(const std::string& prefix, absl::string_view message) {
+  std::string line(message);
+  for (char& c : line) {
+    if (c == '\n') c = ' ';
+  }
+  std::fprintf(stderr, "%s: %s\n", prefix.c_str(), line.c_str());
+}
+
+// `shardrt help [COMMAND]` (also `--help` and `-h` in its place): the overview, or one
+// command's help, on stdout. Exit 2 for an unknown command or more than one.
+int Help(const std::vector<std::string>& args) {
+  if (args.size() > 1) {
+    std::fputs("shardrt: usage: shardrt help [COMMAND]\n", stderr);
+    return 2;
+  }
+  if (args.empty()) {
+    std::fputs(shardrt::cli::OverviewHelp().c_str(), stdout);
+    return 0;
+  }
+  const CommandDef* command = shardrt::cli::FindCommand(args[0]);
+  if (command == nullptr) {
+    std::fprintf(stderr, "shardrt: unknown command '%s' (try: shardrt --help)\n",
+                 absl::CHexEscape(args[0].substr(0, 64)).c_str());
+    return 2;
+  }
+  std::fputs(shardrt::cli::CommandHelp(*command).c_str(), stdout);
+  return 0;
+}
+
+// Runs `command` with `args` (after its name): --timeout, then its flags (--help prints its
+// help, whatever else is wrong; a parse error says where the flags are listed), then the
+// command itself.
+int Run(const CommandDef& command, std::vector<std::string> args) {
+  const std::string prefix = absl::StrCat("shardrt ", command.name);
+  absl::StatusOr<std::optional<int64_t>> timeout = TakeTimeout(args);
+  // The command parses its arguments again, with the same table: this parse is for --help and
+  // for errors, which it reports with a pointer to the help.
+  absl::StatusOr<shardrt::cli::Flags> flags = shardrt::cli::Flags::Parse(args, command.flags);
+  if (flags.ok() && flags->help()) {
+    std::fputs(shardrt::cli::CommandHelp(command).c_str(), stdout);
+    return 0;
+  }
+  if (!timeout.ok()) {
+    PrintError(prefix, timeout.status().message());
+    return 1;
+  }
+  if (!flags.ok()) {
+    PrintError(prefix, absl::StrCat(flags.status().message(), " (see: shardrt ", command.name,
+                                    " --help)"));
+    return 1;
+  }
+  absl::Status status;
+  {
+    std::optional<Watchdog> watchdog;
+    if (timeout->has_value()) watchdog.emplace(std::string(command.name), **timeout);
+    status = command.run(args);
+  }
+  if (!status.ok()) {
+    PrintError(prefix, status.message());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "help") {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    std::fputs(shardrt::cli::OverviewHelp().c_str(), stderr);
+    return 2;
   }
-  std::string name = argv[1];
+  const std::string name = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
-  for (const Command& command : kCommands) {
-    if (name != command.name) continue;
-    absl::StatusOr<std::optional<int64_t>> timeout = TakeTimeout(args);
-    absl::Status status = timeout.status();
-    if (status.ok()) {
-      std::optional<Watchdog> watchdog;
-      if (timeout->has_value()) watchdog.emplace(name, **timeout);
-      status = command.run(args);
-    }
-    if (!status.ok()) {
-      std::string message(status.message());
-      for (char& c : message) {
-        if (c == '\n') c = ' ';
-      }
-      std::fprintf(stderr, "shardrt %s: %s\n", name.c_str(), message.c_str());
-      return 1;
-    }
-    return 0;
+  if (name == "help" || name == "--help" || name == "-h") return Help(args);
+  const CommandDef* command = shardrt::cli::FindCommand(name);
+  if (command == nullptr) {
+    std::fprintf(stderr, "shardrt: unknown command '%s' (try: shardrt --help)\n",
+                 absl::CHexEscape(name.substr(0, 64)).c_str());
+    return 2;
   }
-  std::fprintf(stderr, "shardrt: unknown command '%s' (try: shardrt --help)\n", name.c_str());
-  return 2;
+  return Run(*command, std::move(args));
 }

@@ -78,21 +78,49 @@ absl::Status PrepareOutDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
+constexpr FlagDef kFlags[] = {
+    kDevicesFlag,
+    {.name = "arg", .value_name = "FILE.npy[@SHARDING]",
+     .description = "the next argument of the program; @SHARDING gives it its own sharding, else "
+                    "it gets the program's",
+     .repeated = true},
+    {.name = "out", .value_name = "DIR",
+     .description = "folder to write the outputs to (output_I.npy), created if missing",
+     .default_text = "none: outputs are not written"},
+    {.name = "repeat", .type = FlagType::kInteger, .value_name = "K",
+     .description = "runs of the program; the median time is printed", .default_text = "1",
+     .int_min = 1, .int_max = 1'000'000},
+    {.name = "result-shape", .value_name = "TYPE[DIMS]",
+     .description = "the global shape of the next result of an MLIR bytecode program, e.g. "
+                    "f32[16,4]",
+     .repeated = true},
+    {.name = "partitioner", .value_name = "gspmd|shardy",
+     .description = "the SPMD partitioner to compile with", .default_text = "gspmd; shardy for a program with sdy attributes"},
+    kMetricsFlag,
+    kTraceFlag,
+    kPluginFlag,
+    kCompileCacheFlag,
+};
+
 }  // namespace
 
+constinit const CommandDef kRunCommand{
+    .name = "run",
+    .usage = "PROGRAM.mlir [flags]",
+    .summary = "Compiles a StableHLO program (text or MLIR bytecode) for N devices, runs it on "
+               ".npy arguments and writes its outputs as global .npy arrays.",
+    .flags = kFlags,
+    .run = RunCommand};
+
 absl::Status RunCommand(const std::vector<std::string>& args) {
-  SHARDRT_ASSIGN_OR_RETURN(
-      Flags flags,
-      Flags::Parse(args, {.with_value = {"devices", "arg", "out", "repeat", "plugin", "compile-cache",
-                                         "partitioner", "trace", "result-shape"},
-                          .boolean = {"metrics"}}));
+  SHARDRT_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, kFlags));
   if (flags.positional().size() != 1) {
     return absl::InvalidArgumentError("expected exactly one PROGRAM.mlir argument");
   }
   const std::string program_path = flags.positional()[0];
   SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices,
-                           flags.GetInt("devices", 8, 1, limits::kMaxCpuDevices));
-  SHARDRT_ASSIGN_OR_RETURN(int64_t repeat, flags.GetInt("repeat", 1, 1, 1'000'000));
+                           flags.GetInt("devices"));
+  SHARDRT_ASSIGN_OR_RETURN(int64_t repeat, flags.GetInt("repeat"));
   pjrt::Partitioner partitioner = pjrt::Partitioner::kGspmd;
   if (auto p = flags.Get("partitioner"); p.has_value()) {
     if (*p == "shardy") {

@@ -171,12 +171,30 @@ std::string Table(const ShardGeometry& g, const Sharding& sharding) {
   return out + Drawing(g, sharding);
 }
 
+constexpr FlagDef kFlags[] = {
+    {.name = "shape", .value_name = "D0,D1,...",
+     .description = "the array's global shape, e.g. 8,7 or [8,7] ('' or [] for a scalar); required"},
+    {.name = "sharding", .value_name = "TEXT",
+     .description = "the sharding in XLA's text form, e.g. '{devices=[4,2]<=[8]}'; required"},
+    {.name = "devices", .type = FlagType::kInteger, .value_name = "N",
+     .description = "devices the array lies on (needed for a replicated or maximal sharding)",
+     .default_text = "the sharding's device count", .int_min = 1, .int_max = TileAssignment::kMaxDevices},
+    {.name = "json", .type = FlagType::kBoolean,
+     .description = "print one JSON object instead of the table", .default_text = "off"},
+};
+
 }  // namespace
 
+constinit const CommandDef kShardInfoCommand{
+    .name = "shard-info",
+    .usage = "--shape D0,D1,... --sharding TEXT [flags]",
+    .summary = "Prints, for each device, the part of an array it holds under a sharding: its "
+               "index domain, replica and padded shard shape.",
+    .flags = kFlags,
+    .run = ShardInfoCommand};
+
 absl::Status ShardInfoCommand(const std::vector<std::string>& args) {
-  SHARDRT_ASSIGN_OR_RETURN(
-      Flags flags, Flags::Parse(args, FlagSpec{.with_value = {"shape", "sharding", "devices"},
-                                               .boolean = {"json"}}));
+  SHARDRT_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, kFlags));
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", flags.positional().front(), "'"));
@@ -193,7 +211,7 @@ absl::Status ShardInfoCommand(const std::vector<std::string>& args) {
   std::optional<int64_t> devices;
   if (flags.Get("devices").has_value()) {
     SHARDRT_ASSIGN_OR_RETURN(devices,
-                             flags.GetInt("devices", 0, 1, TileAssignment::kMaxDevices));
+                             flags.GetInt("devices", 0));
   }
   absl::StatusOr<ShardGeometry> geometry = ShardGeometry::Create(shape, *sharding, devices);
   if (!geometry.ok()) {
