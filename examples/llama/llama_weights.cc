@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "llama/quants.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/base/thread_pool.h"
 #include "shardrt/data/data.h"
@@ -139,9 +140,9 @@ absl::StatusOr<std::vector<DataPtr>> LoadWeights(const GgufFile& file, const Lla
         if (at + n > shard_elements) {
           return absl::InternalError(absl::StrCat("weight ", spec.name, ": pieces overflow"));
         }
-        SHARDRT_RETURN_IF_ERROR(file.Dequantize(*piece.tensor, piece.row_begin, piece.row_end,
-                                                piece.col_begin, piece.col_end,
-                                                shard.span().subspan(size_t(at), size_t(n))));
+        SHARDRT_RETURN_IF_ERROR(Dequantize(file, *piece.tensor, piece.row_begin, piece.row_end,
+                                           piece.col_begin, piece.col_end,
+                                           shard.span().subspan(size_t(at), size_t(n))));
         at += n;
       }
       if (at != shard_elements) {
