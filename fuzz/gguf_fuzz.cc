@@ -1,9 +1,9 @@
-// libFuzzer target for the GGUF reader (models/llama/gguf.cc). The input becomes the content
-// of an in-memory file (memfd) that GgufFile::Open maps like any model file. For any bytes: Open
-// must not crash; a rejected input must get a one-line InvalidArgument naming the file. An
-// accepted file must hold its tensors inside the file, without overlaps, each found by name;
-// every getter must answer for every key without crashing; and dequantizing the first rows of
-// each tensor must succeed and agree, value for value, with a sub-rectangle of it. Any
+// libFuzzer target for the GGUF reader (models/llama/gguf.cc, quants.cc). The input becomes
+// the content of an in-memory file (memfd) that GgufFile::Open maps like any model file. For any
+// bytes: Open must not crash; a rejected input must get a one-line InvalidArgument naming the
+// file. An accepted file must hold its tensors inside the file, without overlaps, each found by
+// name; every getter must answer for every key without crashing; and dequantizing the first
+// rows of each tensor must succeed and agree, value for value, with a sub-rectangle of it. Any
 // violation aborts.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -21,13 +21,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "llama/gguf.h"
+#include "llama/quants.h"
 #include "fuzz_util.h"
 
 namespace {
 
+using shardrt::llama::Dequantize;
 using shardrt::llama::GgufFile;
 using shardrt::llama::GgufTensor;
-using shardrt::llama::GgufType;
+using shardrt::llama::LayoutOf;
 
 [[noreturn]] void Fail(const char* what, absl::string_view input, const std::string& detail) {
   shardrt::fuzz::Fail("gguf_fuzz", what, input, detail);
@@ -96,19 +98,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     extents.emplace_back(tensor.offset, tensor.offset + tensor.bytes);
 
-    const int64_t block = tensor.type == GgufType::kQ4_0 || tensor.type == GgufType::kQ4_1 ||
-                                  tensor.type == GgufType::kQ8_0
-                              ? 32
-                              : 1;
+    const int64_t block = LayoutOf(tensor.type).block_elements;
     const int64_t cols = std::min(tensor.row_length(), kMaxFloats / block * block);
     const int64_t rows = std::min(tensor.num_rows(), std::max<int64_t>(1, kMaxFloats / cols));
     std::vector<float> full(rows * cols);
-    const absl::Status status = file.Dequantize(tensor, 0, rows, 0, cols, absl::MakeSpan(full));
+    const absl::Status status = Dequantize(file, tensor, 0, rows, 0, cols, absl::MakeSpan(full));
     if (!status.ok()) Fail("Dequantize failed", input, status.ToString());
     const int64_t r0 = rows / 2, c0 = cols / 2 / block * block;
     std::vector<float> part((rows - r0) * (cols - c0));
     const absl::Status part_status =
-        file.Dequantize(tensor, r0, rows, c0, cols, absl::MakeSpan(part));
+        Dequantize(file, tensor, r0, rows, c0, cols, absl::MakeSpan(part));
     if (!part_status.ok()) Fail("Dequantize of a part failed", input, part_status.ToString());
     for (int64_t r = r0; r < rows; ++r) {
       if (std::memcmp(&part[(r - r0) * (cols - c0)], &full[r * cols + c0],

@@ -1,5 +1,5 @@
-// GgufFile: a read-only view of a GGUF model file (version 2 or 3): its metadata and its
-// tensors, with dequantization to f32 of any rectangle of a 2-D tensor.
+// GgufFile: a read-only view of a GGUF model file (version 2 or 3): its metadata and where its
+// tensors lie. The tensor types' storage and their dequantization to f32 are in quants.h.
 //
 // The file is memory-mapped; every count, length, offset and size is checked against the file
 // and against fixed bounds before it is used, so a truncated, corrupt or hostile file gives an
@@ -26,7 +26,11 @@
 
 namespace shardrt::llama {
 
-// GGUF tensor types this reader dequantizes (values as in the GGUF specification).
+// The most dims a tensor has (GGML_MAX_DIMS).
+inline constexpr size_t kGgufMaxDims = 4;
+
+// GGUF tensor types this reader accepts (values as in the GGUF specification); quants.h
+// dequantizes them.
 enum class GgufType : uint32_t {
   kF32 = 0,
   kF16 = 1,
@@ -87,16 +91,9 @@ class GgufFile {
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* Find(absl::string_view name) const;
 
-  // Dequantizes rows [row_begin, row_end) x columns [col_begin, col_end) of `tensor` (a tensor
-  // of this file; rows and columns as above) into `out`, row-major, (row_end - row_begin) *
-  // (col_end - col_begin) floats. For quantized types col_begin and col_end must be multiples
-  // of the block size (32). The values are bit-identical to the gguf Python package's
-  // dequantization. Errors: InvalidArgument for a range outside the tensor, a column bound not
-  // on a block boundary, an `out` of the wrong size, or a `tensor` whose type, dims, offset and
-  // bytes do not describe data inside this file.
-  [[nodiscard]] absl::Status Dequantize(const GgufTensor& tensor, int64_t row_begin,
-                                        int64_t row_end, int64_t col_begin, int64_t col_end,
-                                        absl::Span<float> out) const;
+  // The whole file as mapped, valid while this GgufFile lives (empty for an empty file); a
+  // tensor's data is bytes().subspan(tensor.offset, tensor.bytes).
+  absl::Span<const std::byte> bytes() const { return {data_, size_}; }
 
   // Hands the mapping's resident pages back to the system (the file is unchanged; the next
   // read of a page maps it again from the page cache): for a loader that is done with the
@@ -115,9 +112,42 @@ class GgufFile {
     size_t offset = 0;  // where the value starts in the file (for an array: its first element)
   };
 
+  // Bounds-checked reads of the mapping (gguf.cc).
+  class Cursor;
+  // The header's counts.
+  struct Counts {
+    uint64_t tensors = 0;
+    uint64_t keys = 0;
+  };
+
   GgufFile() = default;
-  // Parses the mapped bytes data_[0, size_) into the members; Open's errors.
+  // Parses the mapped bytes data_[0, size_) into the members, by the steps below in file
+  // order; Open's errors. Each step reads at `cursor` and leaves it after what it read.
   absl::Status Parse();
+  // Magic, version (into version_) and the counts, bounded by the bytes left.
+  absl::StatusOr<Counts> ReadHeader(Cursor& cursor);
+  // `count` key/values into metadata_, then the index metadata_by_key_ (duplicates rejected).
+  absl::Status ReadMetadata(Cursor& cursor, uint64_t count);
+  // Key/value #`index`: its key, type and where its value lies; the value is walked over.
+  absl::StatusOr<Value> ReadKeyValue(Cursor& cursor, uint64_t index);
+  // general.alignment if present (a power-of-two uint32), else the default 32.
+  absl::StatusOr<uint64_t> Alignment() const;
+  // `count` tensor infos into tensors_ (offset still unset); returns each tensor's offset in
+  // the data section.
+  absl::StatusOr<std::vector<uint64_t>> ReadTensorInfos(Cursor& cursor, uint64_t count,
+                                                        uint64_t alignment);
+  // Tensor info #`index`: name, dims, supported type, and an `*offset` (in the data section) a
+  // multiple of `alignment`.
+  absl::StatusOr<GgufTensor> ReadTensorInfo(Cursor& cursor, uint64_t index, uint64_t alignment,
+                                            uint64_t* offset);
+  // Sets each tensor's file offset from the data section's start (the first multiple of
+  // `alignment` at or after `cursor`) and its `relative_offsets`, each inside the file.
+  absl::Status PlaceTensors(const Cursor& cursor, uint64_t alignment,
+                            absl::Span<const uint64_t> relative_offsets);
+  // The index tensors_by_name_; duplicate names rejected.
+  absl::Status IndexTensors();
+  // Rejects two tensors whose data overlap.
+  absl::Status CheckNoOverlap() const;
   const Value* FindValue(absl::string_view key) const;
   // The value of `key` if `accept(type, element_type)` holds for it; NotFound, or
   // InvalidArgument saying it is not `expected`.

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "llama/quants.h"
 #include "shardrt/base/status_macros.h"
 
 namespace shardrt::llama {
@@ -107,9 +108,9 @@ absl::StatusOr<std::vector<DataPtr>> LoadWeights(const GgufFile& file, const Lla
         if (at + n > shard.size()) {
           return absl::InternalError(absl::StrCat("weight ", spec.name, ": pieces overflow"));
         }
-        SHARDRT_RETURN_IF_ERROR(file.Dequantize(*piece.tensor, piece.row_begin, piece.row_end,
-                                                piece.col_begin, piece.col_end,
-                                                shard.subspan(at, n)));
+        SHARDRT_RETURN_IF_ERROR(Dequantize(file, *piece.tensor, piece.row_begin, piece.row_end,
+                                           piece.col_begin, piece.col_end,
+                                           shard.subspan(at, n)));
         at += n;
       }
       if (at != shard.size()) {

@@ -1,4 +1,4 @@
-// dequant_tool: writes GgufFile's dequantization of a GGUF model's tensors to stdout, for
+// dequant_tool: writes the GGUF reader's dequantization of a GGUF model's tensors to stdout, for
 // test_dequant.py to compare with the gguf Python package's.
 //   dequant_tool MODEL                               every tensor, in file order
 //   dequant_tool MODEL --rect NAME R0 R1 C0 C1       rows [R0, R1) x columns [C0, C1) of NAME
@@ -11,9 +11,11 @@
 
 #include "absl/strings/numbers.h"
 #include "llama/gguf.h"
+#include "llama/quants.h"
 
 namespace {
 
+using shardrt::llama::Dequantize;
 using shardrt::llama::GgufFile;
 using shardrt::llama::GgufTensor;
 
@@ -26,7 +28,7 @@ int Fail(const std::string& message) {
 bool Write(const GgufFile& file, const GgufTensor& tensor, int64_t r0, int64_t r1, int64_t c0,
            int64_t c1) {
   std::vector<float> values(static_cast<size_t>((r1 - r0) * (c1 - c0)));
-  const absl::Status status = file.Dequantize(tensor, r0, r1, c0, c1, absl::MakeSpan(values));
+  const absl::Status status = Dequantize(file, tensor, r0, r1, c0, c1, absl::MakeSpan(values));
   if (!status.ok()) {
     Fail(std::string(status.message()));
     return false;

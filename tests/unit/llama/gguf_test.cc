@@ -1,4 +1,5 @@
 #include "llama/gguf.h"
+#include "llama/quants.h"
 
 #include <unistd.h>
 
@@ -304,7 +305,7 @@ TestModel MakeTestModel(uint32_t version = 3) {
 std::vector<float> Full(const GgufFile& file, const GgufTensor& tensor) {
   std::vector<float> out(tensor.num_elements());
   EXPECT_TRUE(
-      file.Dequantize(tensor, 0, tensor.num_rows(), 0, tensor.row_length(), absl::MakeSpan(out))
+      Dequantize(file, tensor, 0, tensor.num_rows(), 0, tensor.row_length(), absl::MakeSpan(out))
           .ok());
   return out;
 }
@@ -458,7 +459,7 @@ TEST(GgufTest, SubRectangleEqualsSliceOfFull) {
         for (int64_t c0 = 0; c0 <= cols; c0 += step) {
           for (int64_t c1 = c0; c1 <= cols; c1 += step) {
             std::vector<float> part((r1 - r0) * (c1 - c0));
-            ASSERT_TRUE(file.Dequantize(tensor, r0, r1, c0, c1, absl::MakeSpan(part)).ok());
+            ASSERT_TRUE(Dequantize(file, tensor, r0, r1, c0, c1, absl::MakeSpan(part)).ok());
             for (int64_t r = r0; r < r1; ++r) {
               for (int64_t c = c0; c < c1; ++c) {
                 ASSERT_EQ(Bits(part[(r - r0) * (c1 - c0) + (c - c0)]), Bits(full[r * cols + c]))
@@ -482,7 +483,7 @@ TEST(GgufTest, DequantizeRejectsBadRanges) {
   auto error = [&](const GgufTensor& tensor, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                    size_t size) {
     const absl::Status status =
-        file.Dequantize(tensor, r0, r1, c0, c1, absl::MakeSpan(out.data(), size));
+        Dequantize(file, tensor, r0, r1, c0, c1, absl::MakeSpan(out.data(), size));
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     return std::string(status.message());
   };
@@ -496,7 +497,7 @@ TEST(GgufTest, DequantizeRejectsBadRanges) {
   // F32 columns need no block boundary.
   const GgufTensor& f32 = *file.Find("f32");
   std::vector<float> part(2 * 3);
-  EXPECT_TRUE(file.Dequantize(f32, 1, 3, 1, 4, absl::MakeSpan(part)).ok());
+  EXPECT_TRUE(Dequantize(file, f32, 1, 3, 1, 4, absl::MakeSpan(part)).ok());
   EXPECT_EQ(part[0], -3.0f + 0.75f * 6);
   // A tensor that does not describe this file's data.
   GgufTensor forged = q8;
@@ -519,7 +520,7 @@ TEST(GgufTest, HonoursAlignment) {
   EXPECT_EQ(file.tensors()[0].offset % 256, 0u);
   EXPECT_EQ(file.tensors()[1].offset, file.tensors()[0].offset + 256);
   std::vector<float> b(2);
-  ASSERT_TRUE(file.Dequantize(file.tensors()[1], 0, 1, 0, 2, absl::MakeSpan(b)).ok());
+  ASSERT_TRUE(Dequantize(file, file.tensors()[1], 0, 1, 0, 2, absl::MakeSpan(b)).ok());
   EXPECT_EQ(Bits(b[1]), 0x02020202u);
 }
 

@@ -1,0 +1,77 @@
+// The storage formats of the GGUF tensor types that GgufFile accepts (F32, F16, BF16, Q4_0,
+// Q4_1, Q8_0) and their dequantization to f32, bit-identical to the gguf Python package
+// (gguf/quants.py).
+//
+// A tensor's values run in blocks along its rows (dims[0]): F32, F16 and BF16 store one value
+// per block; Q4_0, Q4_1 and Q8_0 store 32 values per block, each block an f16 scale (Q4_1 also
+// an f16 minimum) and the quants. A row is a whole number of blocks.
+//
+// Every function here is pure (no state), so any of them may be called from several threads at
+// once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "llama/gguf.h"
+
+namespace shardrt::llama {
+
+// Elements per block of Q4_0, Q4_1 and Q8_0.
+inline constexpr int64_t kQuantBlock = 32;
+
+// How a tensor type is stored: `block_elements` values in `block_bytes` bytes.
+struct BlockLayout {
+  int64_t block_elements = 0;  // 0: a type that cannot be dequantized
+  int64_t block_bytes = 0;
+};
+
+// The layout of tensor type `type`; {0, 0} for any value that is not one of GgufType's (a
+// GgufType may hold any uint32 read from a file).
+BlockLayout LayoutOf(GgufType type);
+
+// Bytes of `elements` values stored as `layout` (a layout with block_elements >= 1, and
+// `elements` >= 0 a multiple of it), or -1 if that exceeds int64.
+int64_t TensorBytes(const BlockLayout& layout, int64_t elements);
+
+// An IEEE half (binary16) to f32, exactly: subnormals are normalized, infinities kept, and a
+// NaN keeps its sign and payload, quiet bit included (as NumPy's float16 -> float32 cast).
+float HalfToFloat(uint16_t half);
+
+// The per-type routines below decode the values of one row. `row` points at the row's first
+// byte; they check nothing: the caller guarantees that the bytes read lie in the row and that
+// `out` has room for the values written. Values [begin, end) of an F32, F16 or BF16 row into
+// out[0, end - begin):
+void DequantizeF32(const std::byte* row, int64_t begin, int64_t end, float* out);
+void DequantizeF16(const std::byte* row, int64_t begin, int64_t end, float* out);
+void DequantizeBF16(const std::byte* row, int64_t begin, int64_t end, float* out);
+
+// Blocks [block_begin, block_end) of a Q8_0, Q4_0 or Q4_1 row, 32 values each, into
+// out[0, 32 * (block_end - block_begin)). Q8_0 and Q4_0 values are d * q, exact in f32;
+// Q4_1 values (d * q) + m, rounded once, in the sum (with or without a fused multiply-add).
+void DequantizeQ8_0(const std::byte* row, int64_t block_begin, int64_t block_end, float* out);
+void DequantizeQ4_0(const std::byte* row, int64_t block_begin, int64_t block_end, float* out);
+void DequantizeQ4_1(const std::byte* row, int64_t block_begin, int64_t block_end, float* out);
+
+// Columns [col_begin, col_end) of one row of type `type` into out[0, col_end - col_begin),
+// through the routine of the type. Preconditions as above, plus: `type` has a layout and both
+// column bounds are multiples of its block_elements. Checks nothing.
+void DequantizeRow(GgufType type, const std::byte* row, int64_t col_begin, int64_t col_end,
+                   float* out);
+
+// Dequantizes rows [row_begin, row_end) x columns [col_begin, col_end) of `tensor` (a tensor of
+// `file`; rows and columns as in gguf.h) into `out`, row-major, (row_end - row_begin) *
+// (col_end - col_begin) floats, read straight from the file's mapping. For quantized types
+// col_begin and col_end must be multiples of the block size (32). The values are bit-identical
+// to the gguf Python package's dequantization. Errors: InvalidArgument naming the file and the
+// tensor for a range outside the tensor, a column bound not on a block boundary, an `out` of
+// the wrong size, or a `tensor` whose type, dims, offset and bytes do not describe data inside
+// `file`. Borrows `file` and `out` for the call only; safe to call from several threads at once
+// on the same file (each with its own `out`).
+[[nodiscard]] absl::Status Dequantize(const GgufFile& file, const GgufTensor& tensor,
+                                      int64_t row_begin, int64_t row_end, int64_t col_begin,
+                                      int64_t col_end, absl::Span<float> out);
+
+}  // namespace shardrt::llama
