@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Clang's thread-safety analysis over shardrt's own code: every translation unit of
 # build/compile_commands.json under src/, tools/, models/ or bindings/ (folders that do not exist
-# are skipped) is parsed once with clang++ -fsyntax-only -Wthread-safety
+# are skipped) is parsed once with clang++ -fsyntax-only -Wthread-safety -Wthread-safety-beta
 # -Werror=thread-safety, with its entry's own flags (less warning flags, output and dependency
 # flags and the GCC-only flags Clang rejects), in parallel. Members are annotated ABSL_GUARDED_BY
 # (include/shardrt/base/mutex.h), so an access without the lock is an error here, although GCC
@@ -64,7 +64,7 @@ for entry in sorted(json.load(open(db)), key=lambda e: e["file"]):
             flags.append(a)
     # GCC has sized deallocation on by default in C++14 and later; clang 14 needs the flag.
     cmd = [clang, *flags, "-fsized-deallocation", "-fsyntax-only", "-Wthread-safety",
-           "-Werror=thread-safety", path]
+           "-Wthread-safety-beta", "-Werror=thread-safety", path]
     with open(os.path.join(work, f"{count:04d}.sh"), "w") as f:
         f.write(f"cd {shlex.quote(entry['directory'])} && exec {shlex.join(cmd)}\n")
     count += 1
