@@ -41,10 +41,8 @@
 //   --shardrt-drop-each                                    shardrt drops outputs one by one
 #include <benchmark/benchmark.h>
 
-#include <condition_variable>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -53,6 +51,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "shardrt/base/metrics.h"
+#include "shardrt/base/mutex.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/base/thread_pool.h"
 #include "bench_util.h"
@@ -106,19 +105,19 @@ struct OutputSpec {
 class MultiWait {
  public:
   explicit MultiWait(size_t count) : count_(count) {}
-  void Done() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--count_ == 0) cv_.notify_all();
+  void Done() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    if (--count_ == 0) cv_.NotifyAll();
   }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return count_ == 0; });
+  void Wait() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    while (count_ != 0) cv_.Wait(lock);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t count_;
+  Mutex mu_;
+  CondVar cv_;
+  size_t count_ ABSL_GUARDED_BY(mu_);
 };
 
 // Deletes a PJRT buffer when the last DeviceData holding it goes.

@@ -30,7 +30,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -305,12 +304,20 @@ class Worker {
 
   // Workers: warm-up, pause (the main thread samples), measured steps.
   std::barrier pause(options.threads + 1);
-  std::mutex error_mu;
-  absl::Status first_error;
-  auto record = [&](const absl::Status& s) {
-    std::lock_guard<std::mutex> lock(error_mu);
-    if (first_error.ok() && !s.ok()) first_error = s;
-  };
+  // The first error any thread reports.
+  struct FirstError {
+    void Record(const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu) {
+      MutexLock lock(mu);
+      if (status.ok() && !s.ok()) status = s;
+    }
+    absl::Status Get() ABSL_LOCKS_EXCLUDED(mu) {
+      MutexLock lock(mu);
+      return status;
+    }
+    Mutex mu;
+    absl::Status status ABSL_GUARDED_BY(mu);
+  } first_error;
+  auto record = [&](const absl::Status& s) { first_error.Record(s); };
   std::atomic<int> running{options.threads};
   std::vector<std::thread> threads;
   const auto start = std::chrono::steady_clock::now();
@@ -349,6 +356,7 @@ class Worker {
   const double run_s = std::chrono::duration<double>(end_time - warm_time).count();
   const double growth = warm_rss > 0 ? static_cast<double>(end_rss - warm_rss) / warm_rss : 0;
   const int64_t measured_steps = options.threads * options.steps;
+  const absl::Status error = first_error.Get();
   std::printf("soak: %d threads x (%lld warm-up + %lld steps), 8 devices\n", options.threads,
               static_cast<long long>(options.warmup), static_cast<long long>(options.steps));
   std::printf("  %-34s %12s\n", "figure", "value");
@@ -369,9 +377,9 @@ class Worker {
               static_cast<long long>(options.steps), static_cast<long long>(checks),
               static_cast<long long>(warm_rss), static_cast<long long>(end_rss),
               static_cast<long long>(max_rss), growth, warm_s + run_s,
-              first_error.ok() && growth <= options.max_growth ? "true" : "false");
+              error.ok() && growth <= options.max_growth ? "true" : "false");
   std::fflush(stdout);
-  SHARDRT_RETURN_IF_ERROR(first_error);
+  SHARDRT_RETURN_IF_ERROR(error);
   if (growth > options.max_growth) {
     return absl::FailedPreconditionError(absl::StrCat(
         "RSS grew from ", warm_rss, " bytes after warm-up to ", end_rss, " bytes at the end (",

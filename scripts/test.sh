@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up, build, and run the whole test suite: unit and integration tests (real CPU plugin,
+# Set up, build, and run the whole test suite: Clang's thread-safety analysis of the build's
+# sources (scripts/thread_safety.sh); unit and integration tests (real CPU plugin,
 # 8 devices) and the model tests (SmolLM2-135M against the gguf package, Hugging Face tokenizers
 # and a NumPy reference, in tests/.venv) through CTest; the Python package (pip install . into
 # bindings/python/.venv, then its pytest suite: NumPy references, JAX interop); the integration
@@ -8,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
+scripts/thread_safety.sh  # Clang's -Wthread-safety over the annotated code (base/mutex.h)
 tests/model/setup_venv.sh  # the model tests' references (gguf, tokenizers, NumPy)
 # The CLI runs of the tests share one persistent compile cache in the build folder (not the
 # user's), emptied first so each run compiles everything once.

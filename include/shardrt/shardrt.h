@@ -12,6 +12,7 @@
 #include "shardrt/base/element_type.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/base/metrics.h"
+#include "shardrt/base/mutex.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/base/thread_pool.h"
 #include "shardrt/base/trace.h"

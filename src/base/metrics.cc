@@ -144,7 +144,7 @@ Metric::Metric(std::string name, MetricRepr repr, int64_t max_samples)
 void Metric::AddSample(double value) { AddSample(MetricsNowNs(), value); }
 
 void Metric::AddSample(int64_t timestamp_ns, double value) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ring_[static_cast<size_t>(next_slot_)] = {timestamp_ns, value};
   if (++next_slot_ == ring_size_) next_slot_ = 0;
   ++count_;
@@ -153,7 +153,7 @@ void Metric::AddSample(int64_t timestamp_ns, double value) {
 
 MetricSnapshot Metric::Snapshot() const {
   MetricSnapshot snapshot;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   snapshot.total_samples = count_;
   snapshot.accumulator = accumulator_;
   const MetricSample* begin = ring_.get();
@@ -170,17 +170,17 @@ MetricSnapshot Metric::Snapshot() const {
 }
 
 int64_t Metric::TotalSamples() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return count_;
 }
 
 double Metric::Accumulator() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return accumulator_;
 }
 
 void Metric::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   count_ = 0;
   accumulator_ = 0.0;
   next_slot_ = 0;
@@ -195,34 +195,34 @@ MetricsRegistry::MetricsRegistry(MetricsOptions options)
       percentiles_(ValidPercentiles(std::move(options.percentiles))) {}
 
 Metric* MetricsRegistry::GetMetric(absl::string_view name, MetricRepr repr) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::unique_ptr<Metric>& slot = metrics_[std::string(name)];
   if (slot == nullptr) slot = std::make_unique<Metric>(std::string(name), repr, max_samples_);
   return slot.get();
 }
 
 Counter* MetricsRegistry::GetCounter(absl::string_view name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::unique_ptr<Counter>& slot = counters_[std::string(name)];
   if (slot == nullptr) slot = std::make_unique<Counter>(std::string(name));
   return slot.get();
 }
 
 int64_t MetricsRegistry::CounterValue(absl::string_view name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = counters_.find(std::string(name));
   return it == counters_.end() ? 0 : it->second->Value();
 }
 
 std::optional<MetricSnapshot> MetricsRegistry::MetricData(absl::string_view name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = metrics_.find(std::string(name));
   if (it == metrics_.end()) return std::nullopt;
   return it->second->Snapshot();
 }
 
 std::vector<std::string> MetricsRegistry::MetricNames() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> names;
   for (const auto& [name, metric] : metrics_) {
     if (metric->TotalSamples() > 0) names.push_back(name);
@@ -231,7 +231,7 @@ std::vector<std::string> MetricsRegistry::MetricNames() const {
 }
 
 std::vector<std::string> MetricsRegistry::CounterNames() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> names;
   for (const auto& [name, counter] : counters_) {
     if (counter->Value() != 0) names.push_back(name);
@@ -240,7 +240,7 @@ std::vector<std::string> MetricsRegistry::CounterNames() const {
 }
 
 std::string MetricsRegistry::TextReport() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string out;
   for (const auto& [name, metric] : metrics_) {
     const MetricSnapshot snapshot = metric->Snapshot();
@@ -272,7 +272,7 @@ std::string MetricsRegistry::TextReport() const {
 }
 
 std::string MetricsRegistry::JsonReport() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string out = "{\"metrics\": {";
   bool first = true;
   for (const auto& [name, metric] : metrics_) {
@@ -308,7 +308,7 @@ std::string MetricsRegistry::JsonReport() const {
 }
 
 void MetricsRegistry::Reset() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [name, metric] : metrics_) metric->Clear();
   for (auto& [name, counter] : counters_) counter->Reset();
 }

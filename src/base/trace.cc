@@ -9,23 +9,23 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "shardrt/base/json_writer.h"
 #include "shardrt/base/metrics.h"
+#include "shardrt/base/mutex.h"
 
 namespace shardrt {
 
-// std::mutex rather than absl::Mutex throughout: a prebuilt Abseil is invisible to
-// ThreadSanitizer.
+// shardrt::Mutex (a std::mutex) rather than absl::Mutex throughout: a prebuilt Abseil is
+// invisible to ThreadSanitizer.
 struct TraceRecorder::Storage {
   Storage(int64_t origin, int64_t max) : origin_ns(origin), max_events(max) {}
 
-  void Add(TraceEvent event) {
-    std::lock_guard<std::mutex> lock(mu);
+  void Add(TraceEvent event) ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock lock(mu);
     if (static_cast<int64_t>(events.size()) >= max_events) {
       ++dropped;
       return;
@@ -35,9 +35,9 @@ struct TraceRecorder::Storage {
 
   const int64_t origin_ns;
   const int64_t max_events;
-  mutable std::mutex mu;
-  std::vector<TraceEvent> events;  // guarded by mu
-  int64_t dropped = 0;             // guarded by mu
+  mutable Mutex mu;
+  std::vector<TraceEvent> events ABSL_GUARDED_BY(mu);
+  int64_t dropped ABSL_GUARDED_BY(mu) = 0;
 };
 
 namespace {
@@ -45,10 +45,10 @@ namespace {
 // Process-wide tracing state. Allocated once and never destroyed, so spans closing during static
 // destruction still find it.
 struct TraceGlobals {
-  std::mutex mu;
-  TraceRecorder* current = nullptr;                          // guarded by mu
-  std::shared_ptr<TraceRecorder::Storage> current_storage;  // guarded by mu
-  std::map<int, std::string> thread_names;                   // guarded by mu
+  Mutex mu;
+  TraceRecorder* current ABSL_GUARDED_BY(mu) = nullptr;
+  std::shared_ptr<TraceRecorder::Storage> current_storage ABSL_GUARDED_BY(mu);
+  std::map<int, std::string> thread_names ABSL_GUARDED_BY(mu);
 };
 
 TraceGlobals& Globals() {
@@ -63,7 +63,7 @@ thread_local bool t_named = false;
 
 std::shared_ptr<TraceRecorder::Storage> CurrentStorage() {
   TraceGlobals& g = Globals();
-  std::lock_guard<std::mutex> lock(g.mu);
+  MutexLock lock(g.mu);
   return g.current_storage;
 }
 
@@ -92,7 +92,7 @@ void AddAsyncSpanTo(TraceRecorder::Storage& storage, absl::string_view name,
   end.phase = TraceEvent::Phase::kAsyncEnd;
   end.start_ns = std::max(end_ns, start_ns);
   end.args.clear();
-  std::lock_guard<std::mutex> lock(storage.mu);
+  MutexLock lock(storage.mu);
   if (static_cast<int64_t>(storage.events.size()) + 2 > storage.max_events) {
     storage.dropped += 2;
     return;
@@ -122,7 +122,7 @@ TraceRecorder::~TraceRecorder() { Stop(); }
 
 absl::Status TraceRecorder::Start() {
   TraceGlobals& g = Globals();
-  std::lock_guard<std::mutex> lock(g.mu);
+  MutexLock lock(g.mu);
   if (g.current == this) return absl::OkStatus();
   if (g.current != nullptr) {
     return absl::FailedPreconditionError("another trace recorder is already recording");
@@ -135,7 +135,7 @@ absl::Status TraceRecorder::Start() {
 
 void TraceRecorder::Stop() {
   TraceGlobals& g = Globals();
-  std::lock_guard<std::mutex> lock(g.mu);
+  MutexLock lock(g.mu);
   if (g.current != this) return;
   g_enabled.store(false, std::memory_order_release);
   g.current = nullptr;
@@ -144,7 +144,7 @@ void TraceRecorder::Stop() {
 
 bool TraceRecorder::recording() const {
   TraceGlobals& g = Globals();
-  std::lock_guard<std::mutex> lock(g.mu);
+  MutexLock lock(g.mu);
   return g.current == this;
 }
 
@@ -173,22 +173,22 @@ void TraceRecorder::AddCounter(absl::string_view name, absl::string_view categor
 }
 
 std::vector<TraceEvent> TraceRecorder::Events() const {
-  std::lock_guard<std::mutex> lock(storage_->mu);
+  MutexLock lock(storage_->mu);
   return storage_->events;
 }
 
 int64_t TraceRecorder::num_events() const {
-  std::lock_guard<std::mutex> lock(storage_->mu);
+  MutexLock lock(storage_->mu);
   return static_cast<int64_t>(storage_->events.size());
 }
 
 int64_t TraceRecorder::dropped_events() const {
-  std::lock_guard<std::mutex> lock(storage_->mu);
+  MutexLock lock(storage_->mu);
   return storage_->dropped;
 }
 
 void TraceRecorder::Clear() {
-  std::lock_guard<std::mutex> lock(storage_->mu);
+  MutexLock lock(storage_->mu);
   storage_->events.clear();
   storage_->dropped = 0;
 }
@@ -197,7 +197,7 @@ std::string TraceRecorder::ToJson() const {
   std::vector<TraceEvent> events;
   int64_t dropped = 0;
   {
-    std::lock_guard<std::mutex> lock(storage_->mu);
+    MutexLock lock(storage_->mu);
     events = storage_->events;
     dropped = storage_->dropped;
   }
@@ -206,7 +206,7 @@ std::string TraceRecorder::ToJson() const {
   std::map<int, std::string> names;
   {
     TraceGlobals& g = Globals();
-    std::lock_guard<std::mutex> lock(g.mu);
+    MutexLock lock(g.mu);
     names = g.thread_names;
   }
   const std::string pid = absl::StrCat(static_cast<int64_t>(getpid()));
@@ -279,7 +279,7 @@ absl::Status TraceRecorder::WriteJson(const std::string& path) const {
 TraceRecorder* CurrentTraceRecorder() {
   if (!g_enabled.load(std::memory_order_relaxed)) return nullptr;
   TraceGlobals& g = Globals();
-  std::lock_guard<std::mutex> lock(g.mu);
+  MutexLock lock(g.mu);
   return g.current;
 }
 
@@ -310,7 +310,7 @@ int TraceThreadId() {
 void SetTraceThreadName(absl::string_view name) {
   const int tid = TraceThreadId();
   TraceGlobals& g = Globals();
-  std::lock_guard<std::mutex> lock(g.mu);
+  MutexLock lock(g.mu);
   g.thread_names[tid] = std::string(name);
   t_named = true;
 }

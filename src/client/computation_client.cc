@@ -107,7 +107,7 @@ absl::StatusOr<std::unique_ptr<ComputationClient>> ComputationClient::Create(
 ComputationClient::~ComputationClient() {
   limiter_->WaitIdle();  // executions still running hold client state through their callbacks
   {
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     compile_cache_.clear();
   }
   own_pool_.reset();
@@ -219,7 +219,7 @@ absl::StatusOr<bool> ComputationClient::IsCompiled(const CompileRequest& request
 
 bool ComputationClient::IsCompiled(const KeyedRequest& keyed) {
   {
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     if (compile_cache_.contains(keyed.key)) return true;
   }
   return persistent_cache_ != nullptr &&
@@ -249,7 +249,7 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
   pjrt::CompileOptions& options = keyed.options;
   const std::string& key = keyed.key;
   {
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     if (auto it = compile_cache_.find(key); it != compile_cache_.end()) {
       cached->Add(1);
       return it->second;
@@ -261,7 +261,7 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
   if (persistent_cache_ != nullptr) {
     persistent_key = persistent_cache_->Key(key);
     if (std::optional<ComputationPtr> loaded = LoadPersistent(name, persistent_key)) {
-      std::lock_guard<std::mutex> lock(cache_mu_);
+      MutexLock lock(cache_mu_);
       return compile_cache_.emplace(key, *loaded).first->second;
     }
   }
@@ -309,13 +309,13 @@ absl::StatusOr<ComputationPtr> ComputationClient::Compile(const CompileRequest& 
                                                globals.results));
   uncached->Add(1);
   if (entry.has_value()) persistent_cache_->Store(*entry);
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   auto [it, inserted] = compile_cache_.emplace(key, computation);
   return it->second;
 }
 
 bool ComputationClient::EvictCompiled(const Computation& computation) {
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   return absl::erase_if(compile_cache_, [&](const auto& entry) {
            return entry.second.get() == &computation;
          }) > 0;

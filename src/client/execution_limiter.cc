@@ -4,24 +4,24 @@ namespace shardrt {
 
 void ExecutionLimiter::Acquire(int64_t slots) {
   if (!enabled()) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return used_ == 0 || used_ + slots <= capacity_; });
+  MutexLock lock(mu_);
+  while (used_ != 0 && used_ + slots > capacity_) cv_.Wait(lock);
   used_ += slots;
 }
 
 void ExecutionLimiter::Release(int64_t slots) {
   if (!enabled()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     used_ -= slots;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void ExecutionLimiter::WaitIdle() {
   if (!enabled()) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return used_ == 0; });
+  MutexLock lock(mu_);
+  while (used_ != 0) cv_.Wait(lock);
 }
 
 }  // namespace shardrt

@@ -9,9 +9,9 @@
 // Thread-safety: all methods are thread-safe; Release may run on plugin threads.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
+
+#include "shardrt/base/mutex.h"
 
 namespace shardrt {
 
@@ -24,17 +24,17 @@ class ExecutionLimiter {
   int64_t capacity() const { return capacity_; }
   // Blocks until `slots` are free and takes them. A request above the capacity waits until
   // nothing else is held, so it still makes progress.
-  void Acquire(int64_t slots);
+  void Acquire(int64_t slots) ABSL_LOCKS_EXCLUDED(mu_);
   // Gives back `slots` taken by Acquire.
-  void Release(int64_t slots);
+  void Release(int64_t slots) ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until no slot is held (for shutdown).
-  void WaitIdle();
+  void WaitIdle() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const int64_t capacity_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t used_ = 0;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace shardrt

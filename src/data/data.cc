@@ -191,7 +191,7 @@ absl::Status Data::Usable() const {
       return absl::FailedPreconditionError(absl::StrCat(
           "data ", layout().ToString(), " was donated to an earlier execution and is unusable"));
     case State::kFailed: {  // only placeholders fail
-      std::lock_guard<std::mutex> lock(waiting_->mu);
+      MutexLock lock(waiting_->mu);
       return waiting_->error;
     }
   }
@@ -203,15 +203,17 @@ void Data::PublishOwn() {
   state_.store(State::kReady, std::memory_order_release);
 }
 
-void Data::Complete(State state, std::unique_lock<std::mutex>& lock) {
+Data::Wakeup Data::CompleteLocked(State state) {
   state_.store(state, std::memory_order_release);
-  std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters =
-      std::move(waiting_->waiters);
+  Wakeup wakeup{std::move(waiting_->waiters),
+                state == State::kReady ? absl::OkStatus() : waiting_->error};
   waiting_->waiters.clear();
-  absl::Status status = state == State::kReady ? absl::OkStatus() : waiting_->error;
-  lock.unlock();
-  waiting_->cv.notify_all();
-  for (auto& w : waiters) std::move(w)(status);
+  return wakeup;
+}
+
+void Data::Wake(Wakeup wakeup) {
+  waiting_->cv.NotifyAll();
+  for (auto& callback : wakeup.callbacks) std::move(callback)(wakeup.status);
 }
 
 absl::Status Data::Assign(const DataPtr& source_data) {
@@ -235,29 +237,37 @@ absl::Status Data::Assign(const DataPtr& source_data) {
         absl::StrCat("Assign: data ", layout().ToString(), " is not a pending placeholder"));
   };
   if (waiting_ == nullptr) return not_pending();  // created ready
-  std::unique_lock<std::mutex> lock(waiting_->mu);
-  if (state() != State::kPending) return not_pending();
-  // Read the owner's buffers (a chain of placeholders ends at one owner).
-  owner_ = source.owner_ != nullptr ? source.owner_ : source_data;
-  shards_ = &owner_->own_;
-  Complete(State::kReady, lock);
+  Wakeup wakeup;
+  {
+    MutexLock lock(waiting_->mu);
+    if (state() != State::kPending) return not_pending();
+    // Read the owner's buffers (a chain of placeholders ends at one owner).
+    owner_ = source.owner_ != nullptr ? source.owner_ : source_data;
+    shards_ = &owner_->own_;
+    wakeup = CompleteLocked(State::kReady);
+  }
+  Wake(std::move(wakeup));
   return absl::OkStatus();
 }
 
 void Data::Fail(absl::Status error) {
   if (error.ok()) error = absl::InternalError("placeholder failed without an error");
   if (waiting_ == nullptr) return;  // created ready
-  std::unique_lock<std::mutex> lock(waiting_->mu);
-  if (state() != State::kPending) return;
-  waiting_->error = std::move(error);
-  Complete(State::kFailed, lock);
+  Wakeup wakeup;
+  {
+    MutexLock lock(waiting_->mu);
+    if (state() != State::kPending) return;
+    waiting_->error = std::move(error);
+    wakeup = CompleteLocked(State::kFailed);
+  }
+  Wake(std::move(wakeup));
 }
 
 absl::Status Data::Await() const {
   if (state() != State::kPending) return Usable();
   {
-    std::unique_lock<std::mutex> lock(waiting_->mu);
-    waiting_->cv.wait(lock, [this] { return state() != State::kPending; });
+    MutexLock lock(waiting_->mu);
+    while (state() == State::kPending) waiting_->cv.Wait(lock);
   }
   return Usable();
 }
@@ -265,12 +275,17 @@ absl::Status Data::Await() const {
 absl::Status Data::Await(absl::Duration timeout) const {
   if (state() != State::kPending) return Usable();
   {
-    std::unique_lock<std::mutex> lock(waiting_->mu);
     const auto wait = std::chrono::nanoseconds(absl::ToInt64Nanoseconds(
         std::max(timeout, absl::ZeroDuration())));
-    if (!waiting_->cv.wait_for(lock, wait, [this] { return state() != State::kPending; })) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "data ", layout().ToString(), " still pending after ", absl::FormatDuration(timeout)));
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    MutexLock lock(waiting_->mu);
+    while (state() == State::kPending) {
+      if (waiting_->cv.WaitUntil(lock, deadline) == std::cv_status::timeout &&
+          state() == State::kPending) {
+        return absl::DeadlineExceededError(absl::StrCat("data ", layout().ToString(),
+                                                        " still pending after ",
+                                                        absl::FormatDuration(timeout)));
+      }
     }
   }
   return Usable();
@@ -278,7 +293,7 @@ absl::Status Data::Await(absl::Duration timeout) const {
 
 void Data::OnReady(absl::AnyInvocable<void(absl::Status) &&> done) {
   if (waiting_ != nullptr) {
-    std::lock_guard<std::mutex> lock(waiting_->mu);
+    MutexLock lock(waiting_->mu);
     if (state() == State::kPending) {
       waiting_->waiters.push_back(std::move(done));
       return;

@@ -1,10 +1,9 @@
 #include "shardrt/executor/executor.h"
 
 #include <algorithm>
-#include <condition_variable>
+#include <cassert>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -12,13 +11,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/metrics.h"
+#include "shardrt/base/mutex.h"
 #include "shardrt/base/trace.h"
 
 namespace shardrt {
 
-// One scheduled execution. Fields marked (mu) are guarded by Core::mu; the rest are written by
-// Schedule before the execution is visible to others, then used by its one pool task.
+// One scheduled execution. The guarded fields are guarded by its executor's Core::mu, which
+// `mu` refers to; the rest are written by Schedule before the execution is visible to others
+// (or under mu), then used by its one pool task.
 struct Executor::Execution {
+  explicit Execution(Mutex& core_mu) : mu(core_mu) {}
+
+  Mutex& mu;  // the Core's
   uint64_t id = 0;
   ComputationPtr computation;
   std::vector<DataPtr> arguments;
@@ -27,16 +31,18 @@ struct Executor::Execution {
   // The device queues this execution holds a ticket in (Core::queues' values; stable).
   std::vector<std::deque<ExecutionPtr>*> queues;
   int64_t schedule_ns = 0;
-  int pending_inputs = 0;   // (mu) arguments not yet filled, plus 1 while Schedule registers
-  bool dispatched = false;  // (mu) handed to the pool
-  bool cancelled = false;   // (mu) the executor gave up waiting for its arguments
-  bool device_failed = false;  // (mu) a device error was already counted
-  int device_pending = 1;   // (mu) ready events outstanding, plus 1 until it is released
-  int64_t ready_ns = 0;     // (mu) when the arguments were all filled
-  int64_t lock_ns = 0;      // (mu) when it got the device lock
+  // Arguments not yet filled, plus 1 while Schedule registers.
+  int pending_inputs ABSL_GUARDED_BY(mu) = 0;
+  bool dispatched ABSL_GUARDED_BY(mu) = false;     // handed to the pool
+  bool cancelled ABSL_GUARDED_BY(mu) = false;      // the executor gave up waiting for arguments
+  bool device_failed ABSL_GUARDED_BY(mu) = false;  // a device error was already counted
+  // Ready events outstanding, plus 1 until it is released.
+  int device_pending ABSL_GUARDED_BY(mu) = 1;
+  int64_t ready_ns ABSL_GUARDED_BY(mu) = 0;  // when the arguments were all filled
+  int64_t lock_ns ABSL_GUARDED_BY(mu) = 0;   // when it got the device lock
 };
 
-// std::mutex / std::condition_variable rather than Abseil's: a prebuilt Abseil is invisible to
+// shardrt::Mutex (a std::mutex) rather than absl::Mutex: a prebuilt Abseil is invisible to
 // ThreadSanitizer.
 struct Executor::Core : std::enable_shared_from_this<Executor::Core> {
   ComputationClient* client = nullptr;
@@ -45,29 +51,44 @@ struct Executor::Core : std::enable_shared_from_this<Executor::Core> {
   bool track_device = true;
   Metric* lock_wait = nullptr;
 
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   // Per device, the executions that have not finished dispatching, in ticket order. The front
-  // of every queue an execution is in holds that device's lock.
-  std::map<const pjrt::Device*, std::deque<ExecutionPtr>> queues;
-  uint64_t next_id = 0;
-  std::set<uint64_t> undispatched;  // ids not yet done dispatching
-  std::set<uint64_t> live;          // ids not yet done dispatching or not yet device-complete
-  int64_t in_flight = 0;            // == undispatched.size()
-  int64_t running = 0;              // handed to the pool, not yet released
-  int64_t scheduled = 0;
-  int64_t dispatched = 0;
-  int64_t failed = 0;
-  absl::Status first_error;  // the first failure since the last WaitForAll / Synchronize
+  // of every queue an execution is in holds that device's lock. (The executions' `queues`
+  // point to these deques, which mu guards as well.)
+  std::map<const pjrt::Device*, std::deque<ExecutionPtr>> queues ABSL_GUARDED_BY(mu);
+  uint64_t next_id ABSL_GUARDED_BY(mu) = 0;
+  std::set<uint64_t> undispatched ABSL_GUARDED_BY(mu);  // ids not yet done dispatching
+  // Ids not yet done dispatching or not yet device-complete.
+  std::set<uint64_t> live ABSL_GUARDED_BY(mu);
+  int64_t in_flight ABSL_GUARDED_BY(mu) = 0;  // == undispatched.size()
+  int64_t running ABSL_GUARDED_BY(mu) = 0;    // handed to the pool, not yet released
+  int64_t scheduled ABSL_GUARDED_BY(mu) = 0;
+  int64_t dispatched ABSL_GUARDED_BY(mu) = 0;
+  int64_t failed ABSL_GUARDED_BY(mu) = 0;
+  // The first failure since the last WaitForAll / Synchronize.
+  absl::Status first_error ABSL_GUARDED_BY(mu);
 
-  void RecordErrorLocked(const absl::Status& status) {
+  // Every execution's `mu` is this mu under another name, which the analysis cannot see:
+  // called with mu held, tells it that `e`'s fields may be used (debug builds check that the
+  // two are one).
+  void AssertHeld(const Execution& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
+      ABSL_ASSERT_EXCLUSIVE_LOCK(e.mu) {
+    assert(&e.mu == &mu);
+  }
+
+  void RecordErrorLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (first_error.ok()) first_error = status;
   }
-  absl::Status TakeErrorLocked() { return std::exchange(first_error, absl::OkStatus()); }
+  absl::Status TakeErrorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return std::exchange(first_error, absl::OkStatus());
+  }
 
-  // Under mu: when `e` has its arguments and is at the front of all its queues, takes the lock
-  // for it and appends it to `launch`.
-  void MaybeDispatchLocked(const ExecutionPtr& e, std::vector<ExecutionPtr>* launch) {
+  // When `e` has its arguments and is at the front of all its queues, takes the lock for it and
+  // appends it to `launch`.
+  void MaybeDispatchLocked(const ExecutionPtr& e, std::vector<ExecutionPtr>* launch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    AssertHeld(*e);
     if (e->dispatched || e->pending_inputs > 0) return;
     for (const std::deque<ExecutionPtr>* q : e->queues) {
       if (q->front() != e) return;
@@ -79,18 +100,19 @@ struct Executor::Core : std::enable_shared_from_this<Executor::Core> {
     launch->push_back(e);
   }
 
-  // Without mu: runs each execution on the pool.
-  void Launch(std::vector<ExecutionPtr> launch) {
+  // Runs each execution on the pool.
+  void Launch(std::vector<ExecutionPtr> launch) ABSL_LOCKS_EXCLUDED(mu) {
     for (ExecutionPtr& e : launch) {
       pool->Schedule([core = shared_from_this(), e = std::move(e)] { core->Run(e); });
     }
   }
 
   // One argument of `e` was filled (or failed), or Schedule finished registering.
-  void InputReady(const ExecutionPtr& e) {
+  void InputReady(const ExecutionPtr& e) ABSL_LOCKS_EXCLUDED(mu) {
     std::vector<ExecutionPtr> launch;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
+      AssertHeld(*e);
       if (e->pending_inputs == 0) return;  // cancelled meanwhile
       if (--e->pending_inputs > 0) return;
       e->ready_ns = std::max(MetricsNowNs(), e->schedule_ns);
@@ -99,17 +121,18 @@ struct Executor::Core : std::enable_shared_from_this<Executor::Core> {
     Launch(std::move(launch));
   }
 
-  void Run(const ExecutionPtr& e);
-  void WatchDevices(const ExecutionPtr& e, const Data& output);
-  void DeviceDone(const ExecutionPtr& e, const absl::Status& status);
-  void Release(const ExecutionPtr& e, const absl::Status& status);
+  void Run(const ExecutionPtr& e) ABSL_LOCKS_EXCLUDED(mu);
+  void WatchDevices(const ExecutionPtr& e, const Data& output) ABSL_LOCKS_EXCLUDED(mu);
+  void DeviceDone(const ExecutionPtr& e, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu);
+  void Release(const ExecutionPtr& e, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu);
 };
 
 void Executor::Core::Run(const ExecutionPtr& e) {
   bool cancelled;
   int64_t ready_ns, lock_ns;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
+    AssertHeld(*e);
     cancelled = e->cancelled;
     ready_ns = e->ready_ns;
     lock_ns = e->lock_ns;
@@ -184,7 +207,8 @@ void Executor::Core::WatchDevices(const ExecutionPtr& e, const Data& output) {
   const ShardBuffers* buffers = output.buffers();
   if (buffers == nullptr) return;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
+    AssertHeld(*e);
     e->device_pending += static_cast<int>(buffers->buffers.size());
   }
   for (const pjrt::Buffer& buffer : buffers->buffers) {
@@ -201,7 +225,8 @@ void Executor::Core::WatchDevices(const ExecutionPtr& e, const Data& output) {
 
 void Executor::Core::DeviceDone(const ExecutionPtr& e, const absl::Status& status) {
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
+    AssertHeld(*e);
     if (!status.ok() && !e->device_failed) {
       e->device_failed = true;
       ++failed;
@@ -210,14 +235,15 @@ void Executor::Core::DeviceDone(const ExecutionPtr& e, const absl::Status& statu
     if (--e->device_pending > 0) return;
     live.erase(e->id);
   }
-  cv.notify_all();
+  cv.NotifyAll();
 }
 
 void Executor::Core::Release(const ExecutionPtr& e, const absl::Status& status) {
   std::vector<ExecutionPtr> launch;
   int64_t now_in_flight;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
+    AssertHeld(*e);
     std::vector<ExecutionPtr> next;
     for (std::deque<ExecutionPtr>* q : e->queues) {
       q->pop_front();  // e was at the front of each: it held the lock
@@ -234,7 +260,7 @@ void Executor::Core::Release(const ExecutionPtr& e, const absl::Status& status) 
     if (--e->device_pending == 0) live.erase(e->id);
     for (const ExecutionPtr& n : next) MaybeDispatchLocked(n, &launch);
   }
-  cv.notify_all();
+  cv.NotifyAll();
   TraceCounter("ExecutionsInFlight", "executor", MetricsNowNs(),
                static_cast<double>(now_in_flight));
   Launch(std::move(launch));
@@ -251,16 +277,17 @@ Executor::Executor(ComputationClient* client, ExecutorOptions options)
 
 Executor::~Executor() {
   Core& core = *core_;
-  std::unique_lock<std::mutex> lock(core.mu);
+  MutexLock lock(core.mu);
   while (true) {
     // Once nothing runs, every execution left waits (directly or behind one in its queues) for
     // a placeholder this executor will never fill.
-    core.cv.wait(lock, [&] { return core.running == 0; });
+    while (core.running != 0) core.cv.Wait(lock);
     if (core.undispatched.empty()) break;
     std::vector<ExecutionPtr> launch;
     const int64_t now = MetricsNowNs();
     for (auto& [device, queue] : core.queues) {
       for (const ExecutionPtr& e : queue) {
+        core.AssertHeld(*e);
         if (e->pending_inputs > 0) {
           e->cancelled = true;
           e->pending_inputs = 0;
@@ -271,11 +298,11 @@ Executor::~Executor() {
     for (auto& [device, queue] : core.queues) {
       if (!queue.empty()) core.MaybeDispatchLocked(queue.front(), &launch);
     }
-    lock.unlock();
+    lock.Unlock();
     core.Launch(std::move(launch));
-    lock.lock();
+    lock.Lock();
   }
-  core.cv.wait(lock, [&] { return core.live.empty(); });
+  while (!core.live.empty()) core.cv.Wait(lock);
 }
 
 absl::StatusOr<std::vector<DataPtr>> Executor::Schedule(ComputationPtr computation,
@@ -308,7 +335,7 @@ absl::StatusOr<std::vector<DataPtr>> Executor::ScheduleImpl(ComputationPtr compu
   }
   SHARDRT_TRACE_SPAN("Schedule", "executor");
   Core& core = *core_;
-  auto e = std::make_shared<Execution>();
+  auto e = std::make_shared<Execution>(core.mu);
   e->computation = computation;
   e->options = options.execute;
   e->outputs.reserve(computation->num_outputs());
@@ -321,14 +348,13 @@ absl::StatusOr<std::vector<DataPtr>> Executor::ScheduleImpl(ComputationPtr compu
     if (arguments[i]->state() == Data::State::kPending) pending.push_back(i);
   }
   e->arguments = std::move(arguments);
-  e->pending_inputs = static_cast<int>(pending.size()) + 1;
   std::vector<const pjrt::Device*> devices = computation->devices();
   std::sort(devices.begin(), devices.end());
   devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
 
   int64_t now_in_flight;
   {
-    std::unique_lock<std::mutex> lock(core.mu);
+    MutexLock lock(core.mu);
     if (core.in_flight >= core.max_in_flight) {
       if (!block) {
         return absl::ResourceExhaustedError(absl::StrCat(
@@ -338,9 +364,11 @@ absl::StatusOr<std::vector<DataPtr>> Executor::ScheduleImpl(ComputationPtr compu
       // A pool thread must not wait: the execution it waits for may need this very thread.
       if (core.pool->CurrentThreadId() < 0) {
         SHARDRT_TRACE_SPAN("BackpressureWait", "executor");
-        core.cv.wait(lock, [&] { return core.in_flight < core.max_in_flight; });
+        while (core.in_flight >= core.max_in_flight) core.cv.Wait(lock);
       }
     }
+    core.AssertHeld(*e);
+    e->pending_inputs = static_cast<int>(pending.size()) + 1;
     e->id = core.next_id++;
     e->schedule_ns = MetricsNowNs();
     for (const pjrt::Device* d : devices) {
@@ -366,25 +394,23 @@ absl::StatusOr<std::vector<DataPtr>> Executor::ScheduleImpl(ComputationPtr compu
 
 absl::Status Executor::WaitForAll() {
   Core& core = *core_;
-  std::unique_lock<std::mutex> lock(core.mu);
+  MutexLock lock(core.mu);
   const uint64_t target = core.next_id;
-  core.cv.wait(lock, [&] {
-    return core.undispatched.empty() || *core.undispatched.begin() >= target;
-  });
+  while (!core.undispatched.empty() && *core.undispatched.begin() < target) core.cv.Wait(lock);
   return core.TakeErrorLocked();
 }
 
 absl::Status Executor::Synchronize() {
   Core& core = *core_;
-  std::unique_lock<std::mutex> lock(core.mu);
+  MutexLock lock(core.mu);
   const uint64_t target = core.next_id;
-  core.cv.wait(lock, [&] { return core.live.empty() || *core.live.begin() >= target; });
+  while (!core.live.empty() && *core.live.begin() < target) core.cv.Wait(lock);
   return core.TakeErrorLocked();
 }
 
 ExecutorStats Executor::stats() const {
   Core& core = *core_;
-  std::lock_guard<std::mutex> lock(core.mu);
+  MutexLock lock(core.mu);
   ExecutorStats s;
   s.scheduled = core.scheduled;
   s.dispatched = core.dispatched;

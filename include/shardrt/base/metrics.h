@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,6 +26,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "shardrt/base/mutex.h"
 
 namespace shardrt {
 
@@ -104,30 +104,32 @@ class alignas(64) Metric {
   MetricRepr repr() const { return repr_; }
 
   // Adds a sample stamped with MetricsNowNs().
-  void AddSample(double value);
+  void AddSample(double value) ABSL_LOCKS_EXCLUDED(mu_);
   // Adds a sample with an explicit timestamp (nanoseconds on the MetricsNowNs clock).
-  void AddSample(int64_t timestamp_ns, double value);
+  void AddSample(int64_t timestamp_ns, double value) ABSL_LOCKS_EXCLUDED(mu_);
 
-  [[nodiscard]] MetricSnapshot Snapshot() const;
-  int64_t TotalSamples() const;
-  double Accumulator() const;
+  [[nodiscard]] MetricSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t TotalSamples() const ABSL_LOCKS_EXCLUDED(mu_);
+  double Accumulator() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Forgets every sample and zeroes the totals.
-  void Clear();
+  void Clear() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // What every AddSample writes, in one cache line (a sample on a hot path such as a small
-  // transfer then costs the line and its ring slot). std::mutex rather than absl::Mutex: a
-  // prebuilt Abseil is invisible to ThreadSanitizer.
-  mutable std::mutex mu_;
-  int64_t count_ = 0;          // guarded by mu_
-  double accumulator_ = 0.0;   // guarded by mu_
-  int64_t next_slot_ = 0;      // guarded by mu_: the ring slot the next sample goes to
+  // transfer then costs the line and its ring slot). shardrt::Mutex (a std::mutex) rather than
+  // absl::Mutex: a prebuilt Abseil is invisible to ThreadSanitizer.
+  mutable Mutex mu_;
+  int64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  double accumulator_ ABSL_GUARDED_BY(mu_) = 0.0;
+  int64_t next_slot_ ABSL_GUARDED_BY(mu_) = 0;  // the ring slot the next sample goes to
   // Fixed at construction (read-only, shared between cores).
   alignas(64) const std::string name_;
   const MetricRepr repr_;
   const int64_t ring_size_;
-  const std::unique_ptr<MetricSample[]> ring_;  // the slots guarded by mu_
+  // The ring. The pointer is fixed, the slots are guarded by mu_: GUARDED_BY, so that every
+  // use of the pointer needs mu_ (Clang takes no PT_GUARDED_BY on a unique_ptr<T[]>).
+  const std::unique_ptr<MetricSample[]> ring_ ABSL_GUARDED_BY(mu_);
 };
 
 // A named integer. Thread-safe and lock-free; Add is a relaxed atomic add.
@@ -170,17 +172,18 @@ class MetricsRegistry {
 
   // The metric called `name`, created on first use with `repr`. A later call with another
   // repr returns the existing metric unchanged. Never null. Takes the registry lock: cache it.
-  Metric* GetMetric(absl::string_view name, MetricRepr repr);
+  Metric* GetMetric(absl::string_view name, MetricRepr repr) ABSL_LOCKS_EXCLUDED(mu_);
   // The counter called `name`, created at zero on first use. Never null. Cache it.
-  Counter* GetCounter(absl::string_view name);
+  Counter* GetCounter(absl::string_view name) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The counter's value; 0 when there is no such counter.
-  int64_t CounterValue(absl::string_view name) const;
+  int64_t CounterValue(absl::string_view name) const ABSL_LOCKS_EXCLUDED(mu_);
   // The metric's state; nullopt when there is no such metric.
-  std::optional<MetricSnapshot> MetricData(absl::string_view name) const;
+  std::optional<MetricSnapshot> MetricData(absl::string_view name) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Names of the metrics with at least one sample / the counters with a non-zero value, sorted.
-  std::vector<std::string> MetricNames() const;
-  std::vector<std::string> CounterNames() const;
+  std::vector<std::string> MetricNames() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<std::string> CounterNames() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // PyTorch/XLA's report: metrics with samples, then counters with a non-zero value, each group
   // sorted by name:
@@ -193,23 +196,23 @@ class MetricsRegistry {
   //   Counter: CachedCompile
   //     Value: 3
   // Every line ends with '\n'; empty when there is nothing to report.
-  [[nodiscard]] std::string TextReport() const;
+  [[nodiscard]] std::string TextReport() const ABSL_LOCKS_EXCLUDED(mu_);
   // The same content as one JSON object, raw numbers (times in ns, sizes in bytes):
   //   {"metrics": {"CompileTime": {"repr": "time", "total_samples": 2, "accumulator": 3e9,
   //    "value_rate": 2e9, "rate": 2, "percentiles": {"1": 1e9, ..., "99": 2e9}}},
   //    "counters": {"CachedCompile": 3}}
   // value_rate and rate are null when the window spans no time.
-  [[nodiscard]] std::string JsonReport() const;
+  [[nodiscard]] std::string JsonReport() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Clears every metric and zeroes every counter (for tests and between benchmark runs).
-  void Reset();
+  void Reset() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const int64_t max_samples_;
   const std::vector<double> percentiles_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Metric>> metrics_;    // guarded by mu_
-  std::map<std::string, std::unique_ptr<Counter>> counters_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<Metric>> metrics_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<Counter>> counters_ ABSL_GUARDED_BY(mu_);
 };
 
 // The process-wide registry the runtime reports to. Created on first use, never destroyed (so

@@ -14,7 +14,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "shardrt/base/mutex.h"
 #include "shardrt/base/thread_pool.h"
 #include "shardrt/client/computation.h"
 #include "shardrt/data/data.h"
@@ -157,7 +157,8 @@ class ComputationClient {
   // partitioner. Thread-safe; concurrent calls compile concurrently.
   // Errors: InvalidArgument for bad options, or a partition count that differs from the one
   // the program declares (before the plugin sees them); the compiler's error.
-  [[nodiscard]] absl::StatusOr<ComputationPtr> Compile(const CompileRequest& request);
+  [[nodiscard]] absl::StatusOr<ComputationPtr> Compile(const CompileRequest& request)
+      ABSL_LOCKS_EXCLUDED(cache_mu_);
 
   // Makes a later Compile of `request` fast without holding its computation now. With a
   // persistent compile cache: compiles the program into that cache unless the cache (or the
@@ -165,12 +166,14 @@ class ComputationClient {
   // can prepare programs it will load one at a time (if the cache cannot store the entry, that
   // later Compile compiles again). Without one: Compile, whose in-memory cache then keeps the
   // computation. Thread-safe. Errors: Compile's.
-  [[nodiscard]] absl::Status Precompile(const CompileRequest& request);
+  [[nodiscard]] absl::Status Precompile(const CompileRequest& request)
+      ABSL_LOCKS_EXCLUDED(cache_mu_);
 
   // Whether Compile of `request` would compile nothing: the in-memory cache holds it, or the
   // persistent compile cache has an entry for it (not read here; a damaged entry is found by
   // Compile). Thread-safe. Errors: InvalidArgument for a program over the size limit.
-  [[nodiscard]] absl::StatusOr<bool> IsCompiled(const CompileRequest& request);
+  [[nodiscard]] absl::StatusOr<bool> IsCompiled(const CompileRequest& request)
+      ABSL_LOCKS_EXCLUDED(cache_mu_);
   // Whether a persistent compile cache is configured and usable.
   bool has_persistent_cache() const { return persistent_cache_ != nullptr; }
 
@@ -178,7 +181,7 @@ class ComputationClient {
   // executable's host memory) once its last holder lets it go; a later Compile of the same
   // program compiles it again, or loads it from the persistent compile cache. Returns whether
   // the cache held it. Thread-safe; executions already running are not affected.
-  bool EvictCompiled(const Computation& computation);
+  bool EvictCompiled(const Computation& computation) ABSL_LOCKS_EXCLUDED(cache_mu_);
 
   // Runs `computation` on all its devices with sharded `arguments`; returns its outputs as
   // sharded data. Errors (nothing runs, no argument changes): InvalidArgument naming the
@@ -212,8 +215,9 @@ class ComputationClient {
   };
   absl::StatusOr<KeyedRequest> Fingerprint(const CompileRequest& request);
   // IsCompiled and Compile of a request already fingerprinted (`keyed` is Fingerprint(request)).
-  bool IsCompiled(const KeyedRequest& keyed);
-  absl::StatusOr<ComputationPtr> Compile(const CompileRequest& request, KeyedRequest keyed);
+  bool IsCompiled(const KeyedRequest& keyed) ABSL_LOCKS_EXCLUDED(cache_mu_);
+  absl::StatusOr<ComputationPtr> Compile(const CompileRequest& request, KeyedRequest keyed)
+      ABSL_LOCKS_EXCLUDED(cache_mu_);
   // The computation of persistent cache entry `key` (a hit), or nullopt (a miss, counted; a
   // corrupt entry is also discarded).
   std::optional<ComputationPtr> LoadPersistent(const std::string& name, const std::string& key);
@@ -245,10 +249,11 @@ class ComputationClient {
   ThreadPool* pool_ = nullptr;
   // The persistent compile cache, when configured and usable (null otherwise).
   std::unique_ptr<PersistentCacheStore> persistent_cache_;
-  std::mutex cache_mu_;  // std::mutex: visible to ThreadSanitizer (a prebuilt Abseil is not)
+  // shardrt::Mutex (a std::mutex): visible to ThreadSanitizer (a prebuilt Abseil is not).
+  Mutex cache_mu_;
   // In-memory compile cache, keyed by the request's SHA-256 (compile options, program, global
   // shapes), not by the program text.
-  absl::flat_hash_map<std::string, ComputationPtr> compile_cache_;  // guarded by cache_mu_
+  absl::flat_hash_map<std::string, ComputationPtr> compile_cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace shardrt

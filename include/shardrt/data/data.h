@@ -11,9 +11,7 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -22,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "shardrt/base/mutex.h"
 #include "shardrt/data/data_layout.h"
 #include "shardrt/pjrt/buffer.h"
 #include "shardrt/pjrt/client.h"
@@ -138,17 +137,26 @@ class Data {
  private:
   // Makes data created ready read its own buffers (own_ filled) and publishes it as ready.
   void PublishOwn();
-  // Publishes `state`, wakes waiters and runs the OnReady callbacks (with the lock released).
-  void Complete(State state, std::unique_lock<std::mutex>& lock);
 
   // What only a placeholder needs: waiting for Assign or Fail. Data created ready never waits.
   struct Waiting {
-    // std::mutex rather than absl::Mutex: the prebuilt Abseil is invisible to ThreadSanitizer.
-    std::mutex mu;
-    std::condition_variable cv;
-    absl::Status error;                                              // guarded by mu
-    std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters;  // guarded by mu
+    // shardrt::Mutex (a std::mutex) rather than absl::Mutex: the prebuilt Abseil is invisible
+    // to ThreadSanitizer.
+    Mutex mu;
+    CondVar cv;
+    absl::Status error ABSL_GUARDED_BY(mu);
+    std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters ABSL_GUARDED_BY(mu);
   };
+  // The OnReady callbacks to run once a placeholder is complete, and the status they get.
+  struct Wakeup {
+    std::vector<absl::AnyInvocable<void(absl::Status) &&>> callbacks;
+    absl::Status status;
+  };
+  // Publishes `state` (kReady, or kFailed with the error stored) and takes the callbacks. The
+  // caller then releases the lock and calls Wake.
+  Wakeup CompleteLocked(State state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiting_->mu);
+  // Wakes the threads waiting in Await and runs the callbacks.
+  void Wake(Wakeup wakeup) ABSL_LOCKS_EXCLUDED(waiting_->mu);
 
   // What an execution reads of each argument comes first, the buffer handles right after it:
   // checking an argument and listing its handles reads one place.

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdint>
 #include <latch>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shardrt/base/mutex.h"
 
 namespace shardrt {
 namespace {
@@ -110,19 +110,30 @@ TEST(ParallelForTest, NegativeCountIsAnError) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
 }
 
-// Records every (begin, end, thread) call. A std::mutex, which ThreadSanitizer understands even
-// when Abseil was built without it.
-struct CallLog {
-  std::mutex mu;
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  std::vector<std::thread::id> threads;
-
-  absl::Status Record(int64_t begin, int64_t end) {
-    std::lock_guard<std::mutex> lock(mu);
-    ranges.emplace_back(begin, end);
-    threads.push_back(std::this_thread::get_id());
+// Records every (begin, end, thread) call. A shardrt::Mutex (a std::mutex), which
+// ThreadSanitizer understands even when Abseil was built without it.
+class CallLog {
+ public:
+  absl::Status Record(int64_t begin, int64_t end) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    ranges_.emplace_back(begin, end);
+    threads_.push_back(std::this_thread::get_id());
     return absl::OkStatus();
   }
+  // Copies of what was recorded, in call order.
+  std::vector<std::pair<int64_t, int64_t>> Ranges() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    return ranges_;
+  }
+  std::vector<std::thread::id> Threads() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    return threads_;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::pair<int64_t, int64_t>> ranges_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST(ParallelForTest, SmallWorkRunsInlineAsOneBlock) {
@@ -132,9 +143,9 @@ TEST(ParallelForTest, SmallWorkRunsInlineAsOneBlock) {
   ASSERT_TRUE(ParallelFor(&pool, 10, ParallelCost{1000.0}, [&](int64_t b, int64_t e) {
                 return log.Record(b, e);
               }).ok());
-  ASSERT_EQ(log.ranges.size(), 1u);
-  EXPECT_EQ(log.ranges[0], std::make_pair(int64_t{0}, int64_t{10}));
-  EXPECT_EQ(log.threads[0], std::this_thread::get_id());
+  ASSERT_EQ(log.Ranges().size(), 1u);
+  EXPECT_EQ(log.Ranges()[0], std::make_pair(int64_t{0}, int64_t{10}));
+  EXPECT_EQ(log.Threads()[0], std::this_thread::get_id());
   EXPECT_EQ(pool.tasks_scheduled(), 0);  // nothing went to the pool
 }
 
@@ -143,9 +154,9 @@ TEST(ParallelForTest, NullPoolRunsInline) {
   ASSERT_TRUE(ParallelFor(nullptr, 1000, ParallelCost{1e6}, [&](int64_t b, int64_t e) {
                 return log.Record(b, e);
               }).ok());
-  ASSERT_EQ(log.ranges.size(), 1u);
-  EXPECT_EQ(log.ranges[0], std::make_pair(int64_t{0}, int64_t{1000}));
-  EXPECT_EQ(log.threads[0], std::this_thread::get_id());
+  ASSERT_EQ(log.Ranges().size(), 1u);
+  EXPECT_EQ(log.Ranges()[0], std::make_pair(int64_t{0}, int64_t{1000}));
+  EXPECT_EQ(log.Threads()[0], std::this_thread::get_id());
 }
 
 TEST(ParallelForTest, SingleThreadPoolRunsInline) {
@@ -154,8 +165,8 @@ TEST(ParallelForTest, SingleThreadPoolRunsInline) {
   ASSERT_TRUE(ParallelFor(&pool, 1000, ParallelCost{1e6}, [&](int64_t b, int64_t e) {
                 return log.Record(b, e);
               }).ok());
-  ASSERT_EQ(log.ranges.size(), 1u);
-  EXPECT_EQ(log.threads[0], std::this_thread::get_id());
+  ASSERT_EQ(log.Ranges().size(), 1u);
+  EXPECT_EQ(log.Threads()[0], std::this_thread::get_id());
 }
 
 TEST(ParallelForTest, LargeWorkIsSplitIntoThreadsPlusOneBlocks) {
@@ -164,8 +175,8 @@ TEST(ParallelForTest, LargeWorkIsSplitIntoThreadsPlusOneBlocks) {
   ASSERT_TRUE(ParallelFor(&pool, 400, ParallelCost{1e6}, [&](int64_t b, int64_t e) {
                 return log.Record(b, e);
               }).ok());
-  EXPECT_EQ(log.ranges.size(), 4u);  // 3 workers + the caller
-  for (const auto& [begin, end] : log.ranges) EXPECT_EQ(end - begin, 100);
+  EXPECT_EQ(log.Ranges().size(), 4u);  // 3 workers + the caller
+  for (const auto& [begin, end] : log.Ranges()) EXPECT_EQ(end - begin, 100);
   EXPECT_EQ(pool.tasks_scheduled(), 3);  // one helper task per block but the caller's
 }
 
@@ -177,7 +188,7 @@ TEST(ParallelForTest, BlocksAreAtLeastTheMinimumCost) {
   ASSERT_TRUE(ParallelFor(&pool, n, ParallelCost{1000.0}, [&](int64_t b, int64_t e) {
                 return log.Record(b, e);
               }).ok());
-  EXPECT_EQ(log.ranges.size(), 3u);
+  EXPECT_EQ(log.Ranges().size(), 3u);
 }
 
 TEST(ParallelForTest, NoMoreBlocksThanCores) {
@@ -187,8 +198,8 @@ TEST(ParallelForTest, NoMoreBlocksThanCores) {
   ASSERT_TRUE(ParallelFor(&pool, 400, ParallelCost{1e6}, [&](int64_t b, int64_t e) {
                 return log.Record(b, e);
               }).ok());
-  ASSERT_EQ(log.ranges.size(), 2u);  // the caller and one worker, 200 items each
-  for (const auto& [begin, end] : log.ranges) EXPECT_EQ(end - begin, 200);
+  ASSERT_EQ(log.Ranges().size(), 2u);  // the caller and one worker, 200 items each
+  for (const auto& [begin, end] : log.Ranges()) EXPECT_EQ(end - begin, 200);
 }
 
 TEST(ParallelForTest, OneCoreRunsInline) {
@@ -197,8 +208,8 @@ TEST(ParallelForTest, OneCoreRunsInline) {
   ASSERT_TRUE(ParallelFor(&pool, 400, ParallelCost{1e6}, [&](int64_t b, int64_t e) {
                 return log.Record(b, e);
               }).ok());
-  ASSERT_EQ(log.ranges.size(), 1u);
-  EXPECT_EQ(log.threads[0], std::this_thread::get_id());
+  ASSERT_EQ(log.Ranges().size(), 1u);
+  EXPECT_EQ(log.Threads()[0], std::this_thread::get_id());
 }
 
 TEST(ThreadPoolTest, CoresDefaultToTheAffinityMask) {

@@ -5,14 +5,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "shardrt/base/mutex.h"
 
 namespace shardrt {
 namespace {
@@ -23,19 +22,23 @@ constexpr auto kPatience = std::chrono::seconds(30);
 // thread behind, detached) when it has not finished: `work` must own what it touches.
 bool FinishesWithin(std::function<void()> work, std::chrono::seconds limit = kPatience) {
   struct Done {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
+    Mutex mu;
+    CondVar cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
   };
   auto done = std::make_shared<Done>();
   std::thread([done, work = std::move(work)] {
     work();
-    std::lock_guard<std::mutex> lock(done->mu);
+    MutexLock lock(done->mu);
     done->done = true;
-    done->cv.notify_all();
+    done->cv.NotifyAll();
   }).detach();
-  std::unique_lock<std::mutex> lock(done->mu);
-  return done->cv.wait_for(lock, limit, [&] { return done->done; });
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  MutexLock lock(done->mu);
+  while (!done->done) {
+    if (done->cv.WaitUntil(lock, deadline) == std::cv_status::timeout) return done->done;
+  }
+  return true;
 }
 
 TEST(ExecutionLimiterTest, BoundsConcurrentHolders) {
