@@ -133,7 +133,7 @@ absl::StatusOr<CompileRequest> LlamaModel::Request(bool prefill, int64_t size) c
 
 absl::StatusOr<ComputationPtr> LlamaModel::Program(bool prefill, int64_t size) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = programs_.find({prefill, size});
     if (it != programs_.end()) return it->second;
   }
@@ -141,7 +141,7 @@ absl::StatusOr<ComputationPtr> LlamaModel::Program(bool prefill, int64_t size) {
   // threads asking for the same program both compile it and the first one kept wins.
   SHARDRT_ASSIGN_OR_RETURN(CompileRequest request, Request(prefill, size));
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr computation, client_.Compile(request));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return programs_.emplace(std::make_pair(prefill, size), computation).first->second;
 }
 
@@ -237,7 +237,7 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
   if (options_.retention == ProgramRetention::kReleasePrefill) {
     // The executor holds the prefill until it has run; then its memory goes.
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       programs_.erase({true, bucket});
     }
     client_.EvictCompiled(*prefill);

@@ -27,6 +27,7 @@
 #include "llama/llama_config.h"
 #include "llama/llama_program.h"
 #include "shardrt/llm/sampling.h"
+#include "shardrt/base/mutex.h"
 #include "shardrt/client/computation_client.h"
 #include "shardrt/executor/executor.h"
 
@@ -148,8 +149,8 @@ class LlamaModel {
   Executor& executor_;
   const ModelOptions options_;
   std::vector<DataPtr> weights_;  // empty until LoadWeights
-  std::mutex mu_;  // std::mutex: visible to ThreadSanitizer (a prebuilt Abseil is not)
-  std::map<std::pair<bool, int64_t>, ComputationPtr> programs_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::pair<bool, int64_t>, ComputationPtr> programs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardrt::llama

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -14,6 +13,7 @@
 #include "llama/stop_text.h"
 #include "llama/tokenizer.h"
 #include "llama/utf8.h"
+#include "shardrt/base/mutex.h"
 #include "shardrt/base/status_macros.h"
 
 namespace shardrt::llm {
@@ -52,12 +52,12 @@ struct Session::State {
   absl::StatusOr<llama::ChatFormat> chat_format = absl::UnknownError("unset");
   std::vector<int32_t> model_stop_tokens;  // end of text / end of turn
   int64_t devices = 0;
-  // Generate and Load run one at a time; the members below change only under it.
-  std::mutex generate_mu;
-  std::unique_ptr<llama::GgufFile> file;  // until the weights are loaded
-  std::unique_ptr<llama::LlamaModel> model;
+  // Generate, Load and the other steps run one at a time, under this.
+  Mutex mu;
+  std::unique_ptr<llama::GgufFile> file ABSL_GUARDED_BY(mu);  // until the weights are loaded
+  std::unique_ptr<llama::LlamaModel> model ABSL_GUARDED_BY(mu);
   std::atomic<bool> loaded{false};
-  llama::ModelOptions model_options;  // before the context length's rounding
+  llama::ModelOptions model_options ABSL_GUARDED_BY(mu);  // before the context's rounding
   std::atomic<int64_t> context_length{0};  // the model's, after rounding
 };
 
@@ -98,6 +98,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(Runtime& runtime,
                                                    " devices asked for; the runtime has ",
                                                    available));
   }
+  // Not shared yet; locked for the analysis' sake.
+  MutexLock lock(state->mu);
   SHARDRT_ASSIGN_OR_RETURN(state->file, llama::GgufFile::Open(options.model_path));
   SHARDRT_ASSIGN_OR_RETURN(state->config, llama::LlamaConfig::FromGguf(*state->file));
   SHARDRT_ASSIGN_OR_RETURN(state->tokenizer, llama::Tokenizer::FromGguf(*state->file));
@@ -132,6 +134,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(Runtime& runtime,
                            llama::LlamaModel::Create(state->config, runtime.client(),
                                                      runtime.executor(), model_options));
   state->context_length = state->model->cache_len();
+  lock.Unlock();
   return std::unique_ptr<Session>(new Session(std::move(state)));
 }
 
@@ -140,7 +143,7 @@ absl::Status Session::SetContextLength(int64_t positions) {
     return absl::InvalidArgumentError(
         absl::StrCat("session: context length ", positions, ": expected >= 0 (0: the default)"));
   }
-  std::lock_guard<std::mutex> lock(state_->generate_mu);
+  MutexLock lock(state_->mu);
   if (loaded()) {
     return absl::FailedPreconditionError(
         "session: the context length cannot change once the weights are loaded");
@@ -214,18 +217,18 @@ absl::StatusOr<std::vector<int32_t>> Session::PromptTokens(const GenerateRequest
 }
 
 absl::Status Session::Precompile(int64_t prompt_tokens, int64_t max_tokens) {
-  std::lock_guard<std::mutex> lock(state_->generate_mu);
+  MutexLock lock(state_->mu);
   return state_->model->Precompile(prompt_tokens, max_tokens);
 }
 
 absl::StatusOr<bool> Session::IsPrecompiled(int64_t prompt_tokens, int64_t max_tokens) {
-  std::lock_guard<std::mutex> lock(state_->generate_mu);
+  MutexLock lock(state_->mu);
   return state_->model->IsPrecompiled(prompt_tokens, max_tokens);
 }
 
 namespace {
 
-// Session::Load's work, with the session's generate_mu held.
+// Session::Load's work, with the session's mutex held.
 absl::Status LoadLocked(std::unique_ptr<llama::GgufFile>& file, llama::LlamaModel& model,
                         std::atomic<bool>& loaded) {
   if (loaded.load(std::memory_order_acquire)) return absl::OkStatus();
@@ -239,13 +242,13 @@ absl::Status LoadLocked(std::unique_ptr<llama::GgufFile>& file, llama::LlamaMode
 }  // namespace
 
 absl::Status Session::Load() {
-  std::lock_guard<std::mutex> lock(state_->generate_mu);
+  MutexLock lock(state_->mu);
   return LoadLocked(state_->file, *state_->model, state_->loaded);
 }
 
 absl::Status Session::Prepare(int64_t prompt_tokens, int64_t max_tokens,
                               const std::function<void()>& after_each_load) {
-  std::lock_guard<std::mutex> lock(state_->generate_mu);
+  MutexLock lock(state_->mu);
   return state_->model->Prepare(prompt_tokens, max_tokens, after_each_load);
 }
 
@@ -257,7 +260,7 @@ absl::StatusOr<GenerateResult> Session::Generate(const GenerateRequest& request,
   for (const std::string& s : request.stop.strings) {
     if (s.empty()) return absl::InvalidArgumentError("request: an empty stop string");
   }
-  std::lock_guard<std::mutex> lock(state_->generate_mu);
+  MutexLock lock(state_->mu);
   SHARDRT_RETURN_IF_ERROR(state_->model->CheckFits(int64_t(prompt.size()), request.max_tokens));
   SHARDRT_RETURN_IF_ERROR(LoadLocked(state_->file, *state_->model, state_->loaded));
 

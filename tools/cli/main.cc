@@ -5,10 +5,8 @@
 // the process prints one line and exits 1 (a program running on a device cannot be
 // interrupted, so the process ends instead of waiting for it).
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -21,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "cli/commands.h"
+#include "shardrt/base/mutex.h"
 #include "cli/flags.h"
 #include "cli/help.h"
 
@@ -63,28 +62,33 @@ absl::StatusOr<std::optional<int64_t>> TakeTimeout(std::vector<std::string>& arg
 class Watchdog {
  public:
   Watchdog(const std::string& command, int64_t seconds)
-      : thread_([this, command, seconds] {
-          std::unique_lock<std::mutex> lock(mu_);
-          if (!cv_.wait_for(lock, std::chrono::seconds(seconds), [this] { return done_; })) {
-            std::fprintf(stderr, "shardrt %s: timed out after %lld s (--timeout); stopped\n",
-                         command.c_str(), static_cast<long long>(seconds));
-            std::fflush(stdout);
-            std::_Exit(1);
-          }
-        }) {}
+      : thread_([this, command, seconds] { Watch(command, seconds); }) {}
   ~Watchdog() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      shardrt::MutexLock lock(mu_);
       done_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     thread_.join();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;  // guarded by mu_
+  void Watch(const std::string& command, int64_t seconds) ABSL_LOCKS_EXCLUDED(mu_) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    shardrt::MutexLock lock(mu_);
+    while (!done_) {
+      if (cv_.WaitUntil(lock, deadline) == std::cv_status::timeout && !done_) {
+        std::fprintf(stderr, "shardrt %s: timed out after %lld s (--timeout); stopped\n",
+                     command.c_str(), static_cast<long long>(seconds));
+        std::fflush(stdout);
+        std::_Exit(1);
+      }
+    }
+  }
+
+  shardrt::Mutex mu_;
+  shardrt::CondVar cv_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: starts once the members above exist
 };
 

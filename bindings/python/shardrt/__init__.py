@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -138,23 +137,10 @@ def _raw(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint16) if _type_name(a.dtype) == "bf16" else a
 
 
-# mhlo.num_partitions = N as MLIR text reads: string literals and `//` comments are skipped
-# (they are matched whole, so a count inside them is never taken), any run of whitespace.
-_PARTITIONS = re.compile(
-    rb'"[^"\\]*(?:\\.[^"\\]*)*"|//[^\n]*|mhlo\.num_partitions\s*=\s*(\d+)')
-
-
 def _declared_partitions(data: bytes) -> int | None:
     """The mhlo.num_partitions the text program `data` declares, None when it declares none,
-    is MLIR bytecode, or declares a count that is no int64 (the library's compile then says
-    what is wrong with it)."""
-    if data.startswith(b"ML\xefR"):
-        return None
-    for m in _PARTITIONS.finditer(data):
-        if m.group(1) is not None:
-            count = int(m.group(1)) if len(m.group(1)) <= 19 else 1 << 63
-            return count if count < 1 << 63 else None
-    return None
+    is MLIR bytecode, or cannot be read (the library's compile then says what is wrong)."""
+    return _shardrt._declared_partitions(data)
 
 
 def _program(program: Any) -> tuple[bytes, int | None, str | None]:

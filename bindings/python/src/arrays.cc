@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "objects.h"
+#include "shardrt/base/mutex.h"
 #include "register.h"
 
 namespace shardrt::python {
@@ -31,30 +31,36 @@ namespace {
 absl::Status AwaitBuffersUntil(const Data& data, std::chrono::steady_clock::time_point deadline,
                                double timeout_s) {
   struct Waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    size_t pending = 0;
-    absl::Status status;
+    Mutex mu;
+    CondVar cv;
+    size_t pending ABSL_GUARDED_BY(mu) = 0;
+    absl::Status status ABSL_GUARDED_BY(mu);
   };
   const ShardBuffers* buffers = data.buffers();
   if (buffers == nullptr) return data.Usable();
   auto waiter = std::make_shared<Waiter>();
-  waiter->pending = buffers->buffers.size();
+  {
+    MutexLock lock(waiter->mu);
+    waiter->pending = buffers->buffers.size();
+  }
   for (const pjrt::Buffer& b : buffers->buffers) {
     absl::StatusOr<pjrt::Event> ready = b.ReadyEvent();
     if (!ready.ok()) return ready.status();
     absl::Status registered = ready->OnReady([waiter](absl::Status s) {
-      std::lock_guard<std::mutex> lock(waiter->mu);
+      MutexLock lock(waiter->mu);
       if (!s.ok() && waiter->status.ok()) waiter->status = std::move(s);
-      if (--waiter->pending == 0) waiter->cv.notify_all();
+      if (--waiter->pending == 0) waiter->cv.NotifyAll();
     });
     if (!registered.ok()) return registered;
   }
-  std::unique_lock<std::mutex> lock(waiter->mu);
-  if (!waiter->cv.wait_until(lock, deadline, [&] { return waiter->pending == 0; })) {
-    return absl::DeadlineExceededError(absl::StrCat("data ", data.layout().ToString(),
-                                                    " is still being computed after ",
-                                                    timeout_s, " s"));
+  MutexLock lock(waiter->mu);
+  while (waiter->pending != 0) {
+    if (waiter->cv.WaitUntil(lock, deadline) == std::cv_status::timeout &&
+        waiter->pending != 0) {
+      return absl::DeadlineExceededError(absl::StrCat("data ", data.layout().ToString(),
+                                                      " is still being computed after ",
+                                                      timeout_s, " s"));
+    }
   }
   return waiter->status;
 }

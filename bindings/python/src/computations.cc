@@ -1,6 +1,7 @@
 // shardrt.Computation: compiled SPMD programs, their calls (blocking and scheduled), and
 // compilation (_compile).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "objects.h"
 #include "register.h"
+#include "shardrt/program/program_text.h"
 
 namespace shardrt::python {
 namespace {
@@ -168,6 +170,17 @@ void RegisterComputations(nb::module_& m) {
                    "(type name, global shape) of each parameter.")
       .def_prop_ro("output_shapes", [](const PyComputation& c) { return c.Shapes(true); });
   m.def("_compile", &Compile, "runtime"_a, "program"_a, "name"_a, "num_partitions"_a);
+  m.def(
+      "_declared_partitions",
+      [](nb::bytes program) -> std::optional<int64_t> {
+        // A program the reader cannot read declares nothing here: compiling it reports why.
+        absl::StatusOr<std::optional<int64_t>> declared =
+            DeclaredPartitions(absl::string_view(program.c_str(), program.size()));
+        return declared.ok() ? *declared : std::nullopt;
+      },
+      "program"_a,
+      "The mhlo.num_partitions a StableHLO text program declares (the library's program "
+      "reader); None when it declares none, is MLIR bytecode or cannot be read.");
 }
 
 }  // namespace shardrt::python
