@@ -7,8 +7,11 @@
 #      result;
 #   4. the same main.cc builds with `pkg-config --cflags --libs shardrt` and runs;
 #   5. the README's "Use it from C++" code block is examples/consumer/main.cc, unchanged;
-#   6. the installed CLI runs from the prefix.
-#   usage: consumer_test.sh SOURCE_DIR BUILD_DIR
+#   6. the installed CLI runs from the prefix;
+#   7. examples/llm_consumer (a 20-line program over llm::Session, shardrt::llm) builds against
+#      TMP only and generates text with the real model, when MODEL is given and exists; its
+#      answer is compared with the installed CLI's for the same prompt (greedy, same tokens).
+#   usage: consumer_test.sh SOURCE_DIR BUILD_DIR [MODEL.gguf]
 set -euo pipefail
 src=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
@@ -64,5 +67,29 @@ diff -u "$src/examples/consumer/main.cc" "$prefix/readme-main.cc"
 
 echo "== the installed CLI"
 "$prefix/bin/shardrt" devices --devices 2 | head -1
+
+model=${3:-}
+if [ -n "$model" ] && [ -f "$model" ]; then
+  echo "== examples/llm_consumer: find_package(shardrt), shardrt::llm"
+  cmake -S "$src/examples/llm_consumer" -B "$prefix/llm-build" -DCMAKE_PREFIX_PATH="$prefix" \
+        -DCMAKE_BUILD_TYPE=Release > "$prefix/llm-configure.log" 2>&1 ||
+    { cat "$prefix/llm-configure.log"; exit 1; }
+  cmake --build "$prefix/llm-build" > "$prefix/llm-build.log" 2>&1 ||
+    { cat "$prefix/llm-build.log"; exit 1; }
+  prompt="The capital of France is"
+  out=$("$prefix/llm-build/llm_consumer" "$model" "$prompt")
+  echo "$out"
+  # The same 16 greedy tokens through the installed CLI (2 devices, no compile cache).
+  cli=$("$prefix/bin/shardrt" generate --model "$model" --prompt "$prompt" --devices 2 \
+        --max-tokens 16 --compile-cache off 2>/dev/null)
+  text=$(head -n -1 <<< "$out")
+  if [ "$text" != "$cli" ]; then
+    echo "FAIL: llm_consumer answered '$text', the CLI '$cli'"; exit 1
+  fi
+  grep -Eq "^[0-9]+ tokens \((max_tokens|stop_token)\)$" <<< "$(tail -n 1 <<< "$out")"
+  echo "llm_consumer: the same answer as the CLI"
+else
+  echo "== examples/llm_consumer: skipped (no model file)"
+fi
 
 echo "install_consumer: passed"
