@@ -22,6 +22,14 @@ double Seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+// Uploads one s32 scalar with `layout`.
+absl::StatusOr<DataPtr> UploadScalar(ComputationClient& client, int32_t value,
+                                     const std::shared_ptr<const DataLayout>& layout) {
+  const HostArrayView view{ElementType::kS32, {},
+                           std::as_bytes(std::span<const int32_t>(&value, 1))};
+  return client.TransferToDevice(view, layout);
+}
+
 absl::StatusOr<int32_t> ReadToken(ComputationClient& client, const DataPtr& token) {
   SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, client.TransferFromDevice({&token, 1}));
   int32_t id = 0;
@@ -191,6 +199,39 @@ absl::Status LlamaModel::Prepare(int64_t prompt_len, int64_t max_tokens,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<DataPtr>> LlamaModel::SchedulePrefill(
+    const std::vector<int32_t>& prompt, int64_t bucket, const ComputationPtr& prefill) {
+  // The prompt padded to the bucket, and its length.
+  std::vector<int32_t> padded(prompt);
+  padded.resize(bucket, prompt.back());
+  const int32_t length = int32_t(prompt.size());
+  const HostArrayView inputs[] = {
+      {ElementType::kS32, {bucket}, std::as_bytes(std::span<const int32_t>(padded))},
+      {ElementType::kS32, {}, std::as_bytes(std::span<const int32_t>(&length, 1))}};
+  const std::shared_ptr<const DataLayout> input_layouts[] = {
+      prefill->parameter_layout(PrefillParameter::kTokens),
+      prefill->parameter_layout(PrefillParameter::kLength)};
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> args,
+                           client_.TransferToDevice(inputs, input_layouts));
+  args.insert(args.end(), weights_.begin(), weights_.end());
+  return executor_.Schedule(prefill, std::move(args));
+}
+
+absl::StatusOr<std::vector<DataPtr>> LlamaModel::ScheduleDecode(const ComputationPtr& decode,
+                                                                std::vector<DataPtr> state,
+                                                                DataPtr token,
+                                                                int32_t position) {
+  std::vector<DataPtr> step(DecodeParameter::kFirstWeight);
+  SHARDRT_ASSIGN_OR_RETURN(step[DecodeParameter::kPosition],
+                           UploadScalar(client_, position,
+                                        decode->parameter_layout(DecodeParameter::kPosition)));
+  step[DecodeParameter::kKeyCache] = std::move(state[ProgramOutput::kKeyCache]);
+  step[DecodeParameter::kValueCache] = std::move(state[ProgramOutput::kValueCache]);
+  step[DecodeParameter::kToken] = std::move(token);
+  step.insert(step.end(), weights_.begin(), weights_.end());
+  return executor_.Schedule(decode, std::move(step));
+}
+
 absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& prompt,
                                                     const GenerateOptions& options,
                                                     const std::function<bool(int32_t)>& on_token) {
@@ -215,25 +256,11 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
   const Clock::time_point start = Clock::now();
   Clock::time_point first_token, last_token;
 
-  // The prompt padded to the bucket, and its length.
-  std::vector<int32_t> padded(prompt);
-  padded.resize(bucket, prompt.back());
-  const int32_t length = int32_t(n);
-  const HostArrayView inputs[] = {
-      {ElementType::kS32, {bucket}, std::as_bytes(std::span<const int32_t>(padded))},
-      {ElementType::kS32, {}, std::as_bytes(std::span<const int32_t>(&length, 1))}};
-  const std::shared_ptr<const DataLayout> input_layouts[] = {
-      prefill->parameter_layout(PrefillParameter::kTokens),
-      prefill->parameter_layout(PrefillParameter::kLength)};
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> prompt_data,
-                           client_.TransferToDevice(inputs, input_layouts));
-  std::vector<DataPtr> args = std::move(prompt_data);
-  args.insert(args.end(), weights_.begin(), weights_.end());
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state, SchedulePrefill(prompt, bucket, prefill));
   SHARDRT_ASSIGN_OR_RETURN(ComputationPtr decode, Program(false, 0));
   // The token's layout, the same as a prefill output and a decode parameter.
   const std::shared_ptr<const DataLayout> token_layout =
       prefill->output_layout(ProgramOutput::kNextToken);
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state, executor_.Schedule(prefill, std::move(args)));
   if (options_.retention == ProgramRetention::kReleasePrefill) {
     // The executor holds the prefill until it has run; then its memory goes.
     {
@@ -284,11 +311,7 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
     while (!stop && !pending.empty() && int64_t(pending.size()) > lookahead) {
       SHARDRT_ASSIGN_OR_RETURN(int32_t token, read_one());
       if (sampling) {
-        const HostArrayView view{ElementType::kS32, {},
-                                 std::as_bytes(std::span<const int32_t>(&token, 1))};
-        SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> up,
-                                 client_.TransferToDevice({&view, 1}, {&token_layout, 1}));
-        sampled = std::move(up[0]);
+        SHARDRT_ASSIGN_OR_RETURN(sampled, UploadScalar(client_, token, token_layout));
       }
     }
     if (stop) break;
@@ -297,20 +320,9 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
       continue;
     }
     // Decode step `scheduled`: the newest token at position n + scheduled - 1.
-    const int32_t position = int32_t(n + scheduled - 1);
-    const HostArrayView view{ElementType::kS32, {},
-                             std::as_bytes(std::span<const int32_t>(&position, 1))};
-    const std::shared_ptr<const DataLayout> layout =
-        decode->parameter_layout(DecodeParameter::kPosition);
-    SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> position_data,
-                             client_.TransferToDevice({&view, 1}, {&layout, 1}));
-    std::vector<DataPtr> step(DecodeParameter::kFirstWeight);
-    step[DecodeParameter::kKeyCache] = std::move(state[ProgramOutput::kKeyCache]);
-    step[DecodeParameter::kValueCache] = std::move(state[ProgramOutput::kValueCache]);
-    step[DecodeParameter::kToken] = sampling ? sampled : state[ProgramOutput::kNextToken];
-    step[DecodeParameter::kPosition] = std::move(position_data[0]);
-    step.insert(step.end(), weights_.begin(), weights_.end());
-    SHARDRT_ASSIGN_OR_RETURN(state, executor_.Schedule(decode, std::move(step)));
+    DataPtr token = sampling ? sampled : state[ProgramOutput::kNextToken];
+    SHARDRT_ASSIGN_OR_RETURN(state, ScheduleDecode(decode, std::move(state), std::move(token),
+                                                   int32_t(n + scheduled - 1)));
     pending.emplace_back(state[ProgramOutput::kNextToken],
                        need_logits ? state[ProgramOutput::kLogits] : nullptr);
     ++scheduled;

@@ -141,6 +141,16 @@ class LlamaModel {
                                                                int64_t max_tokens) const;
   // The compile request of the prefill for a bucket of `size` tokens, or of the decode step.
   absl::StatusOr<CompileRequest> Request(bool prefill, int64_t size) const;
+  // Uploads the prompt (padded to `bucket`) and its length, and schedules the prefill: its
+  // outputs (placeholders). Errors: the transfer's and the executor's.
+  absl::StatusOr<std::vector<DataPtr>> SchedulePrefill(const std::vector<int32_t>& prompt,
+                                                       int64_t bucket,
+                                                       const ComputationPtr& prefill);
+  // Schedules one decode step of `token` at `position` on the previous step's outputs
+  // `state` (its caches are donated): the step's outputs. Errors: as SchedulePrefill's.
+  absl::StatusOr<std::vector<DataPtr>> ScheduleDecode(const ComputationPtr& decode,
+                                                      std::vector<DataPtr> state, DataPtr token,
+                                                      int32_t position);
   // That program, compiled (or loaded) on first use and kept in programs_.
   absl::StatusOr<ComputationPtr> Program(bool prefill, int64_t size);
 
