@@ -1,7 +1,8 @@
 // The decoder through the library's own path: ComputationClient compiles it, TransferToDevice
 // places every weight by its sharding (no test-side shard extraction), the executor runs prefill
 // and decode steps on 8 devices, and the logits are checked against the independent host
-// reference. Also: the test-side ExtractShard agrees with the library's host split for every
+// reference, after checking that every device holds the weight slices its index says it does.
+// Also: the test-side ExtractShard agrees with the library's host split for every
 // array of the model, so the tests that upload shards themselves upload the right ones.
 #include <cmath>
 #include <cstring>
@@ -102,6 +103,42 @@ TEST(DecoderClientTest, EightDevicesThroughTheClientMatchTheHostReferenceLogits)
   ASSERT_TRUE(uploaded.ok()) << uploaded.status();
   const std::vector<DataPtr> weight_data(uploaded->begin() + 1, uploaded->end());
   const size_t num_caches = CacheSpecs(config).size();
+  // Placement, which the logits cannot show (a permutation of heads over the devices cancels
+  // under the all-reduce): device d's buffer of every weight holds exactly indices
+  // [d * n / P, (d + 1) * n / P) of the weight's split dimension, read back from the device and
+  // compared with the host array sliced here by index.
+  const int64_t P = config.num_partitions;
+  for (size_t i = 0; i < weights->arrays.size(); ++i) {
+    const WeightArray& w = weights->arrays[i];
+    SCOPED_TRACE(w.spec.name);
+    const ShardBuffers* buffers = weight_data[i]->buffers();
+    ASSERT_NE(buffers, nullptr);
+    ASSERT_EQ(int64_t(buffers->buffers.size()), P);
+    const int64_t rank = int64_t(w.spec.dims.size());
+    const int64_t split = w.spec.split_dim;
+    for (int64_t d = 0; d < P; ++d) {
+      std::vector<int64_t> begin(rank, 0), end = w.spec.dims;
+      if (split >= 0) {
+        begin[split] = d * w.spec.dims[split] / P;
+        end[split] = (d + 1) * w.spec.dims[split] / P;
+      }
+      std::vector<float> want;  // row-major over [begin, end)
+      std::vector<int64_t> at = begin;
+      while (true) {
+        int64_t flat = 0;
+        for (int64_t k = 0; k < rank; ++k) flat = flat * w.spec.dims[k] + at[k];
+        want.push_back(w.values[flat]);
+        int64_t k = rank - 1;
+        while (k >= 0 && ++at[k] == end[k]) at[k] = begin[k], --k;
+        if (k < 0) break;
+      }
+      std::vector<float> got(want.size(), NAN);
+      auto done = buffers->buffers[d].ToHost(got.data(), got.size() * sizeof(float));
+      ASSERT_TRUE(done.ok()) << done.status();
+      ASSERT_TRUE(done->Await().ok());
+      EXPECT_EQ(got, want) << "device " << d;
+    }
+  }
 
   Executor& executor = runtime->executor();
   std::vector<DataPtr> args = {(*uploaded)[0]};
