@@ -17,6 +17,9 @@
 #include <cstring>
 #include <deque>
 #include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -136,6 +139,189 @@ constexpr FlagDef kFlags[] = {
     kCompileCacheFlag,
 };
 
+// The demo command's flags, read and checked. Owns copies of the values.
+struct DemoFlags {
+  DecoderConfig config;  // num_partitions, n_layers, d_model and max_seq from the flags
+  int64_t tokens = 0;
+  int64_t seed = 0;
+  bool metrics = false;
+  std::optional<std::string> trace;
+  std::optional<std::string> plugin;
+  std::optional<std::string> compile_cache;
+};
+
+// Parses `args` into DemoFlags and checks the sizes before anything is allocated. Errors:
+// Flags::Parse's, a positional argument, CheckDemoSize's, ValidateConfig's, ValidateGeneration's.
+[[nodiscard]] absl::StatusOr<DemoFlags> ParseDemoFlags(const std::vector<std::string>& args) {
+  SHARDRT_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, kFlags));
+  if (!flags.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
+  }
+  DemoFlags demo;
+  DecoderConfig& config = demo.config;
+  SHARDRT_ASSIGN_OR_RETURN(config.num_partitions, flags.GetInt("devices"));
+  SHARDRT_ASSIGN_OR_RETURN(demo.tokens, flags.GetInt("tokens"));
+  SHARDRT_ASSIGN_OR_RETURN(config.n_layers, flags.GetInt("layers"));
+  SHARDRT_ASSIGN_OR_RETURN(config.d_model, flags.GetInt("d-model"));
+  SHARDRT_ASSIGN_OR_RETURN(demo.seed, flags.GetInt("seed"));
+  config.max_seq = config.prompt_len + demo.tokens;
+  SHARDRT_RETURN_IF_ERROR(CheckDemoSize(config, demo.tokens));
+  SHARDRT_RETURN_IF_ERROR(decoder::ValidateConfig(config));
+  SHARDRT_RETURN_IF_ERROR(decoder::ValidateGeneration(config, demo.tokens));
+  demo.metrics = flags.Has("metrics");
+  demo.trace = flags.Get("trace");
+  demo.plugin = flags.Get("plugin");
+  demo.compile_cache = flags.Get("compile-cache");
+  return demo;
+}
+
+// The two compiled decoder programs.
+struct DemoPrograms {
+  ComputationPtr prefill;
+  ComputationPtr decode;
+};
+
+// Emits and compiles the prefill and decode-step programs for config.num_partitions devices.
+// Errors: EmitPrefill's, EmitDecodeStep's, Compile's.
+[[nodiscard]] absl::StatusOr<DemoPrograms> CompileDemoPrograms(ComputationClient& client,
+                                                               const DecoderConfig& config) {
+  const int64_t n = config.num_partitions;
+  SHARDRT_ASSIGN_OR_RETURN(DecoderProgram prefill_program, decoder::EmitPrefill(config));
+  SHARDRT_ASSIGN_OR_RETURN(DecoderProgram decode_program, decoder::EmitDecodeStep(config));
+  DemoPrograms programs;
+  SHARDRT_ASSIGN_OR_RETURN(programs.prefill, CompileProgram(client, prefill_program, n));
+  SHARDRT_ASSIGN_OR_RETURN(programs.decode, CompileProgram(client, decode_program, n));
+  return programs;
+}
+
+// The prompt and the weights on device.
+struct DemoInputs {
+  DataPtr prompt;
+  std::vector<DataPtr> weights;
+};
+
+// Uploads `prompt` and the weights generated from `seed`, once, with the prefill program's
+// parameter layouts (the decode step's are the same). The host copies of the weights go once
+// they are on device. Errors: GenerateWeights', TransferToDevice's.
+[[nodiscard]] absl::StatusOr<DemoInputs> UploadDemoInputs(ComputationClient& client,
+                                                          const DecoderConfig& config,
+                                                          const std::vector<int32_t>& prompt,
+                                                          uint64_t seed,
+                                                          const Computation& prefill) {
+  SHARDRT_ASSIGN_OR_RETURN(decoder::DecoderWeights weights,
+                           decoder::GenerateWeights(config, seed));
+  std::vector<HostArrayView> views;
+  std::vector<std::shared_ptr<const DataLayout>> layouts;
+  views.push_back(ViewOf(ElementType::kS32, {config.prompt_len}, prompt.data(),
+                         prompt.size() * sizeof(int32_t)));
+  layouts.push_back(prefill.parameter_layout(0));
+  for (size_t i = 0; i < weights.arrays.size(); ++i) {
+    const auto& w = weights.arrays[i];
+    views.push_back(ViewOf(ElementType::kF32, w.spec.dims, w.values.data(),
+                           w.values.size() * sizeof(float)));
+    layouts.push_back(prefill.parameter_layout(i + 1));
+  }
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> uploaded,
+                           client.TransferToDevice(views, layouts));
+  DemoInputs inputs;
+  inputs.prompt = std::move(uploaded[0]);
+  inputs.weights.assign(std::make_move_iterator(uploaded.begin() + 1),
+                        std::make_move_iterator(uploaded.end()));
+  return inputs;
+}
+
+// Reads generated tokens back from the device in order, drawing the progress bar on stderr when
+// it is a terminal. Borrows `client`, which must outlive it. Not thread-safe (one caller).
+class TokenReader {
+ public:
+  TokenReader(ComputationClient& client, int64_t total)
+      : client_(client), total_(total), progress_(isatty(STDERR_FILENO)) {
+    ids_.reserve(total);
+  }
+  // Queues the placeholder of the next token.
+  void Add(DataPtr token) { pending_.push_back(std::move(token)); }
+  // Token placeholders queued and not yet read.
+  size_t pending() const { return pending_.size(); }
+  // Reads the oldest `count` pending tokens (waiting for their steps) into ids(). Errors: the
+  // steps' and TransferFromDevice's.
+  [[nodiscard]] absl::Status Read(size_t count) {
+    std::vector<DataPtr> batch(pending_.begin(), pending_.begin() + count);
+    for (const DataPtr& t : batch) SHARDRT_RETURN_IF_ERROR(t->Await());
+    SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, client_.TransferFromDevice(batch));
+    for (const HostArray& t : host) {
+      int32_t id = 0;
+      std::memcpy(&id, t.data.data(), sizeof(id));
+      ids_.push_back(id);
+    }
+    pending_.erase(pending_.begin(), pending_.begin() + count);
+    Progress(progress_, static_cast<int64_t>(ids_.size()), total_);
+    return absl::OkStatus();
+  }
+  // The tokens read so far, in order.
+  std::vector<int32_t>& ids() { return ids_; }
+
+ private:
+  ComputationClient& client_;
+  int64_t total_;
+  bool progress_;
+  std::vector<int32_t> ids_;
+  std::deque<DataPtr> pending_;
+};
+
+// Schedules decode step `i` on `state` (the previous step's caches and next token),
+// uploading its position prompt_len + i - 1 now (the upload copies the value before it
+// returns). Returns the step's caches and next token (placeholders). Errors: TransferToDevice's,
+// Schedule's.
+[[nodiscard]] absl::StatusOr<std::vector<DataPtr>> ScheduleDecodeStep(
+    ComputationClient& client, Executor& executor, const DecoderConfig& config,
+    const ComputationPtr& decode, int64_t i, std::vector<DataPtr> state,
+    const std::vector<DataPtr>& weights) {
+  const size_t num_caches = state.size() - 1;
+  const std::shared_ptr<const DataLayout>& position_layout =
+      decode->parameter_layout(num_caches + 1);
+  const int32_t position = static_cast<int32_t>(config.prompt_len + i - 1);
+  const HostArrayView position_view = ViewOf(ElementType::kS32, {}, &position, sizeof(position));
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> position_data,
+                           client.TransferToDevice({&position_view, 1}, {&position_layout, 1}));
+  std::vector<DataPtr> step_args(std::make_move_iterator(state.begin()),
+                                 std::make_move_iterator(state.end()));
+  step_args.push_back(std::move(position_data[0]));
+  step_args.insert(step_args.end(), weights.begin(), weights.end());
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> next,
+                           executor.Schedule(decode, std::move(step_args)));
+  next.resize(num_caches + 1);
+  return next;
+}
+
+// Generates `tokens` tokens: schedules prefill, then each decode step on the previous step's
+// placeholders before it has run, reading tokens back in batches of kReadBatch, and waits for
+// all steps. Returns the tokens in order. Errors: the uploads', the steps', the reads'.
+[[nodiscard]] absl::StatusOr<std::vector<int32_t>> GenerateTokens(
+    ComputationClient& client, Executor& executor, const DecoderConfig& config, int64_t tokens,
+    const DemoPrograms& programs, const DemoInputs& inputs) {
+  const size_t num_caches = decoder::CacheSpecs(config).size();
+  TokenReader reader(client, tokens);
+  std::vector<DataPtr> prefill_args = {inputs.prompt};
+  prefill_args.insert(prefill_args.end(), inputs.weights.begin(), inputs.weights.end());
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state,
+                           executor.Schedule(programs.prefill, std::move(prefill_args)));
+  // state = caches..., next_token, logits (placeholders until the step has run). The next step
+  // needs the caches and next_token; logits are dropped at once.
+  state.resize(num_caches + 1);
+  reader.Add(state[num_caches]);
+  for (int64_t i = 1; i < tokens; ++i) {
+    SHARDRT_ASSIGN_OR_RETURN(state, ScheduleDecodeStep(client, executor, config, programs.decode,
+                                                       i, std::move(state), inputs.weights));
+    reader.Add(state[num_caches]);
+    if (reader.pending() >= 2 * kReadBatch) SHARDRT_RETURN_IF_ERROR(reader.Read(kReadBatch));
+  }
+  state.clear();
+  if (reader.pending() > 0) SHARDRT_RETURN_IF_ERROR(reader.Read(reader.pending()));
+  SHARDRT_RETURN_IF_ERROR(executor.WaitForAll());
+  return std::move(reader.ids());
+}
+
 }  // namespace
 
 constinit const CommandDef kDemoCommand{
@@ -151,118 +337,32 @@ constinit const CommandDef kDemoCommand{
 // runtime's, compilation's and the executions' errors. Owns everything it creates; runs on the
 // calling thread (the executor's pool does the work).
 absl::Status DemoCommand(const std::vector<std::string>& args) {
-  SHARDRT_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, kFlags));
-  if (!flags.positional().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
-  }
-  DecoderConfig config;
-  SHARDRT_ASSIGN_OR_RETURN(config.num_partitions,
-                           flags.GetInt("devices"));
-  SHARDRT_ASSIGN_OR_RETURN(int64_t tokens, flags.GetInt("tokens"));
-  SHARDRT_ASSIGN_OR_RETURN(config.n_layers, flags.GetInt("layers"));
-  SHARDRT_ASSIGN_OR_RETURN(config.d_model, flags.GetInt("d-model"));
-  SHARDRT_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed"));
-  config.max_seq = config.prompt_len + tokens;
-  SHARDRT_RETURN_IF_ERROR(CheckDemoSize(config, tokens));
-  SHARDRT_RETURN_IF_ERROR(decoder::ValidateConfig(config));
-  SHARDRT_RETURN_IF_ERROR(decoder::ValidateGeneration(config, tokens));
-  const int64_t n = config.num_partitions;
+  SHARDRT_ASSIGN_OR_RETURN(const DemoFlags demo, ParseDemoFlags(args));
+  const DecoderConfig& config = demo.config;
 
-  CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
+  CommandReports reports(demo.metrics, demo.trace);
   SHARDRT_RETURN_IF_ERROR(reports.Start());
-  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
-                           CreateCliRuntime(n, flags.Get("plugin"), flags.Get("compile-cache")));
-  ComputationClient* client = &runtime->client();
-  SHARDRT_ASSIGN_OR_RETURN(DecoderProgram prefill_program, decoder::EmitPrefill(config));
-  SHARDRT_ASSIGN_OR_RETURN(DecoderProgram decode_program, decoder::EmitDecodeStep(config));
-  SHARDRT_ASSIGN_OR_RETURN(ComputationPtr prefill, CompileProgram(*client, prefill_program, n));
-  SHARDRT_ASSIGN_OR_RETURN(ComputationPtr decode, CompileProgram(*client, decode_program, n));
-  const size_t num_caches = decoder::CacheSpecs(config).size();
-  const size_t position_param = num_caches + 1;
+  SHARDRT_ASSIGN_OR_RETURN(
+      std::unique_ptr<Runtime> runtime,
+      CreateCliRuntime(config.num_partitions, demo.plugin, demo.compile_cache));
+  ComputationClient& client = runtime->client();
+  SHARDRT_ASSIGN_OR_RETURN(const DemoPrograms programs, CompileDemoPrograms(client, config));
+  const uint64_t seed = static_cast<uint64_t>(demo.seed);
+  const std::vector<int32_t> prompt = decoder::GeneratePrompt(config, seed);
+  SHARDRT_ASSIGN_OR_RETURN(const DemoInputs inputs,
+                           UploadDemoInputs(client, config, prompt, seed, *programs.prefill));
 
-  // The prompt and the weights, uploaded once with the prefill program's parameter layouts (the
-  // decode step's are the same). The host copies of the weights go once they are on device.
-  const std::vector<int32_t> prompt = decoder::GeneratePrompt(config, static_cast<uint64_t>(seed));
-  DataPtr prompt_data;
-  std::vector<DataPtr> weight_data;
-  {
-    SHARDRT_ASSIGN_OR_RETURN(decoder::DecoderWeights weights,
-                             decoder::GenerateWeights(config, static_cast<uint64_t>(seed)));
-    std::vector<HostArrayView> views;
-    std::vector<std::shared_ptr<const DataLayout>> layouts;
-    views.push_back(ViewOf(ElementType::kS32, {config.prompt_len}, prompt.data(),
-                           prompt.size() * sizeof(int32_t)));
-    layouts.push_back(prefill->parameter_layout(0));
-    for (size_t i = 0; i < weights.arrays.size(); ++i) {
-      const auto& w = weights.arrays[i];
-      views.push_back(ViewOf(ElementType::kF32, w.spec.dims, w.values.data(),
-                             w.values.size() * sizeof(float)));
-      layouts.push_back(prefill->parameter_layout(i + 1));
-    }
-    SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> uploaded,
-                             client->TransferToDevice(views, layouts));
-    prompt_data = std::move(uploaded[0]);
-    weight_data.assign(std::make_move_iterator(uploaded.begin() + 1),
-                       std::make_move_iterator(uploaded.end()));
-  }
-
-  const bool progress = isatty(STDERR_FILENO);
   auto start = std::chrono::steady_clock::now();
-  Executor& executor = runtime->executor();
-  std::vector<int32_t> ids;  // the tokens read back so far, in order
-  ids.reserve(tokens);
-  std::deque<DataPtr> pending;  // token placeholders scheduled and not yet read, in order
-  // Reads the oldest `count` pending tokens (waiting for their steps) into `ids`.
-  auto read_tokens = [&](size_t count) -> absl::Status {
-    std::vector<DataPtr> batch(pending.begin(), pending.begin() + count);
-    for (const DataPtr& t : batch) SHARDRT_RETURN_IF_ERROR(t->Await());
-    SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, client->TransferFromDevice(batch));
-    for (const HostArray& t : host) {
-      int32_t id = 0;
-      std::memcpy(&id, t.data.data(), sizeof(id));
-      ids.push_back(id);
-    }
-    pending.erase(pending.begin(), pending.begin() + count);
-    Progress(progress, static_cast<int64_t>(ids.size()), tokens);
-    return absl::OkStatus();
-  };
-
-  std::vector<DataPtr> prefill_args = {prompt_data};
-  prefill_args.insert(prefill_args.end(), weight_data.begin(), weight_data.end());
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> state,
-                           executor.Schedule(prefill, std::move(prefill_args)));
-  // state = caches..., next_token, logits (placeholders until the step has run). The next step
-  // needs the caches and next_token; logits are dropped at once.
-  state.resize(num_caches + 1);
-  pending.push_back(state[num_caches]);
-  const std::shared_ptr<const DataLayout>& position_layout =
-      decode->parameter_layout(position_param);
-  for (int64_t i = 1; i < tokens; ++i) {
-    // Decode step i runs token i at position prompt_len + i - 1, uploaded now (the upload
-    // copies the value before it returns).
-    const int32_t position = static_cast<int32_t>(config.prompt_len + i - 1);
-    const HostArrayView position_view = ViewOf(ElementType::kS32, {}, &position, sizeof(position));
-    SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> position_data,
-                             client->TransferToDevice({&position_view, 1}, {&position_layout, 1}));
-    std::vector<DataPtr> step_args(std::make_move_iterator(state.begin()),
-                                   std::make_move_iterator(state.end()));
-    step_args.push_back(std::move(position_data[0]));
-    step_args.insert(step_args.end(), weight_data.begin(), weight_data.end());
-    SHARDRT_ASSIGN_OR_RETURN(state, executor.Schedule(decode, std::move(step_args)));
-    state.resize(num_caches + 1);
-    pending.push_back(state[num_caches]);
-    if (pending.size() >= 2 * kReadBatch) SHARDRT_RETURN_IF_ERROR(read_tokens(kReadBatch));
-  }
-  state.clear();
-  if (!pending.empty()) SHARDRT_RETURN_IF_ERROR(read_tokens(pending.size()));
-  SHARDRT_RETURN_IF_ERROR(executor.WaitForAll());
+  SHARDRT_ASSIGN_OR_RETURN(
+      const std::vector<int32_t> ids,
+      GenerateTokens(client, runtime->executor(), config, demo.tokens, programs, inputs));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("prompt: %s\n", absl::StrJoin(prompt, " ").c_str());
   std::printf("tokens: %s\n", absl::StrJoin(ids, " ").c_str());
-  std::printf("decoded %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(tokens),
-              seconds, static_cast<double>(tokens) / seconds);
+  std::printf("decoded %lld tokens in %.3f s (%.1f tokens/s)\n",
+              static_cast<long long>(demo.tokens), seconds,
+              static_cast<double>(demo.tokens) / seconds);
   return reports.Finish();
 }
 

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <string>
+#include <vector>
 #include <sys/stat.h>
 
 #include "absl/strings/match.h"
@@ -102,154 +104,211 @@ constexpr FlagDef kFlags[] = {
     kCompileCacheFlag,
 };
 
-}  // namespace
+// The run command's flags, read and checked. Owns copies of the values.
+struct RunFlags {
+  std::string program_path;
+  std::string program_name;  // the file name of program_path, without its folder
+  int64_t num_devices = 0;
+  int64_t repeat = 1;
+  pjrt::Partitioner partitioner = pjrt::Partitioner::kGspmd;
+  std::optional<std::string> out_dir;
+  std::vector<ArgSpec> args;  // the --arg values, in order
+  bool has_result_shape = false;
+  std::vector<std::string> result_shapes;  // the --result-shape values, in order
+  bool metrics = false;
+  std::optional<std::string> trace;
+  std::optional<std::string> plugin;
+  std::optional<std::string> compile_cache;
+};
 
-constinit const CommandDef kRunCommand{
-    .name = "run",
-    .usage = "PROGRAM.mlir [flags]",
-    .summary = "Compiles a StableHLO program (text or MLIR bytecode) for N devices, runs it on "
-               ".npy arguments and writes its outputs as global .npy arrays.",
-    .flags = kFlags,
-    .run = RunCommand};
-
-absl::Status RunCommand(const std::vector<std::string>& args) {
+// Parses `args` into RunFlags. Errors: Flags::Parse's, not exactly one program, a --partitioner
+// other than gspmd or shardy (InvalidArgument).
+[[nodiscard]] absl::StatusOr<RunFlags> ParseRunFlags(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, kFlags));
   if (flags.positional().size() != 1) {
     return absl::InvalidArgumentError("expected exactly one PROGRAM.mlir argument");
   }
-  const std::string program_path = flags.positional()[0];
-  SHARDRT_ASSIGN_OR_RETURN(int64_t num_devices,
-                           flags.GetInt("devices"));
-  SHARDRT_ASSIGN_OR_RETURN(int64_t repeat, flags.GetInt("repeat"));
-  pjrt::Partitioner partitioner = pjrt::Partitioner::kGspmd;
+  RunFlags run;
+  run.program_path = flags.positional()[0];
+  run.program_name = run.program_path.substr(run.program_path.find_last_of('/') + 1);
+  SHARDRT_ASSIGN_OR_RETURN(run.num_devices, flags.GetInt("devices"));
+  SHARDRT_ASSIGN_OR_RETURN(run.repeat, flags.GetInt("repeat"));
   if (auto p = flags.Get("partitioner"); p.has_value()) {
     if (*p == "shardy") {
-      partitioner = pjrt::Partitioner::kShardy;
+      run.partitioner = pjrt::Partitioner::kShardy;
     } else if (*p != "gspmd") {
       return absl::InvalidArgumentError(
           absl::StrCat("--partitioner: expected gspmd or shardy, got '", *p, "'"));
     }
   }
-  const std::optional<std::string> out_dir = flags.Get("out");
-  if (out_dir.has_value()) SHARDRT_RETURN_IF_ERROR(PrepareOutDir(*out_dir));
-  SHARDRT_ASSIGN_OR_RETURN(std::string program, ReadProgram(program_path));
+  run.out_dir = flags.Get("out");
+  for (const std::string& spec : flags.GetAll("arg")) run.args.push_back(ParseArgSpec(spec));
+  run.has_result_shape = flags.Has("result-shape");
+  run.result_shapes = flags.GetAll("result-shape");
+  run.metrics = flags.Has("metrics");
+  run.trace = flags.Get("trace");
+  run.plugin = flags.Get("plugin");
+  run.compile_cache = flags.Get("compile-cache");
+  return run;
+}
 
-  // The arguments, read before compiling: MLIR bytecode takes its parameters' global shapes
-  // from them (its text is not readable for them), and its results' from --result-shape.
-  const std::vector<std::string> arg_specs = flags.GetAll("arg");
-  std::vector<ArgSpec> specs;
-  std::vector<NpyArray> hosts;
-  hosts.reserve(arg_specs.size());
-  for (const std::string& spec : arg_specs) {
-    specs.push_back(ParseArgSpec(spec));
-    SHARDRT_ASSIGN_OR_RETURN(NpyArray npy, ReadNpy(specs.back().file));
-    hosts.push_back(std::move(npy));
+// The program and its arguments as read from their files.
+struct RunInputs {
+  std::string program;
+  bool bytecode = false;        // the program is MLIR bytecode
+  std::vector<NpyArray> hosts;  // one per --arg, in order
+  std::optional<GlobalShapes> global_shapes;  // set for MLIR bytecode only
+};
+
+// Reads the program and the --arg arrays, before compiling: MLIR bytecode takes its parameters'
+// global shapes from the arrays (its text is not readable for them), and its results' from
+// --result-shape. Errors: ReadProgram's, ReadNpy's, a bad --result-shape, or --result-shape with
+// a text program (InvalidArgument).
+[[nodiscard]] absl::StatusOr<RunInputs> ReadRunInputs(const RunFlags& run) {
+  RunInputs in;
+  SHARDRT_ASSIGN_OR_RETURN(in.program, ReadProgram(run.program_path));
+  in.hosts.reserve(run.args.size());
+  for (const ArgSpec& spec : run.args) {
+    SHARDRT_ASSIGN_OR_RETURN(NpyArray npy, ReadNpy(spec.file));
+    in.hosts.push_back(std::move(npy));
   }
-  std::optional<GlobalShapes> global_shapes;
-  const bool bytecode = IsMlirBytecode(program);
-  if (bytecode) {
-    global_shapes.emplace();
-    for (const NpyArray& h : hosts) global_shapes->parameters.push_back({h.type, h.shape});
-    for (const std::string& text : flags.GetAll("result-shape")) {
+  in.bytecode = IsMlirBytecode(in.program);
+  if (in.bytecode) {
+    in.global_shapes.emplace();
+    for (const NpyArray& h : in.hosts) in.global_shapes->parameters.push_back({h.type, h.shape});
+    for (const std::string& text : run.result_shapes) {
       absl::StatusOr<ArrayShape> shape = ParseShape(text);
       if (!shape.ok()) return absl::InvalidArgumentError(absl::StrCat(
           "--result-shape: ", shape.status().message()));
-      global_shapes->results.push_back(*shape);
+      in.global_shapes->results.push_back(*shape);
     }
-  } else if (flags.Has("result-shape")) {
+  } else if (run.has_result_shape) {
     return absl::InvalidArgumentError(
         "--result-shape is for MLIR bytecode programs; a text program states its result shapes");
   }
+  return in;
+}
 
-  CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
-  SHARDRT_RETURN_IF_ERROR(reports.Start());
-  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
-                           CreateCliRuntime(num_devices, flags.Get("plugin"), flags.Get("compile-cache")));
-  ComputationClient* client = &runtime->client();
+// Compiles the program for run.num_devices partitions. Errors: Compile's; for MLIR bytecode
+// without --result-shape, a missing global shape says which flags give it.
+[[nodiscard]] absl::StatusOr<ComputationPtr> CompileRunProgram(ComputationClient& client,
+                                                               const RunFlags& run,
+                                                               const RunInputs& in) {
   CompileRequest request;
-  request.name = program_path.substr(program_path.find_last_of('/') + 1);
-  request.program = program;
-  request.options.num_partitions = num_devices;
-  request.options.partitioner = partitioner;
-  request.global_shapes = global_shapes;
-  absl::StatusOr<ComputationPtr> compiled = client->Compile(request);
-  if (!compiled.ok() && bytecode && !flags.Has("result-shape") &&
+  request.name = run.program_name;
+  request.program = in.program;
+  request.options.num_partitions = run.num_devices;
+  request.options.partitioner = run.partitioner;
+  request.global_shapes = in.global_shapes;
+  absl::StatusOr<ComputationPtr> compiled = client.Compile(request);
+  if (!compiled.ok() && in.bytecode && !run.has_result_shape &&
       absl::StrContains(compiled.status().message(), "does not state its global shape")) {
     return absl::Status(compiled.status().code(),
                         absl::StrCat(compiled.status().message(),
                                      "; for MLIR bytecode the --arg arrays give the parameters' "
                                      "shapes and --result-shape TYPE[DIMS] each result's"));
   }
-  SHARDRT_RETURN_IF_ERROR(compiled.status());
-  const ComputationPtr& computation = *compiled;
+  return compiled;
+}
 
-  if (arg_specs.size() != computation->num_parameters()) {
-    return absl::InvalidArgumentError(absl::StrCat(program_path, " takes ",
-                                                   computation->num_parameters(),
-                                                   " arguments, got ", arg_specs.size(), " --arg"));
+// The layout argument `i` is uploaded with: its own @SHARDING, else the program's. Errors
+// (InvalidArgument): the array's shape is not the parameter's, a bad or unplaceable sharding.
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const DataLayout>> ArgumentLayout(
+    const Computation& computation, size_t i, const ArgSpec& spec, const NpyArray& npy) {
+  const auto& expected = computation.parameter_layout(i);
+  ArrayShape got{npy.type, npy.shape};
+  if (got != expected->global) {
+    return absl::InvalidArgumentError(absl::StrCat("argument ", i, " (", spec.file, "): expected ",
+                                                   ShapeToString(expected->global), ", got ",
+                                                   ShapeToString(got)));
+  }
+  if (!spec.sharding.has_value()) return expected;
+  absl::StatusOr<Sharding> sharding = ParseSharding(*spec.sharding);
+  if (!sharding.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("argument ", i, " sharding: ", sharding.status().message()));
+  }
+  absl::StatusOr<std::shared_ptr<const DataLayout>> placed =
+      DataLayout::Create(expected->global, *sharding, computation.devices());
+  if (!placed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("argument ", i, " (", spec.file, ") sharding: ", placed.status().message()));
+  }
+  return *std::move(placed);
+}
+
+// Uploads the --arg arrays, each with its ArgumentLayout. Errors: a --arg count other than the
+// program's parameter count (InvalidArgument), ArgumentLayout's, TransferToDevice's.
+[[nodiscard]] absl::StatusOr<std::vector<DataPtr>> UploadArguments(
+    ComputationClient& client, const Computation& computation, const RunFlags& run,
+    const RunInputs& in) {
+  if (run.args.size() != computation.num_parameters()) {
+    return absl::InvalidArgumentError(absl::StrCat(run.program_path, " takes ",
+                                                   computation.num_parameters(),
+                                                   " arguments, got ", run.args.size(), " --arg"));
   }
   std::vector<HostArrayView> views;
   std::vector<std::shared_ptr<const DataLayout>> layouts;
-  for (size_t i = 0; i < arg_specs.size(); ++i) {
-    const std::string& file = specs[i].file;
-    const auto& expected = computation->parameter_layout(i);
-    const NpyArray& npy = hosts[i];
-    ArrayShape got{npy.type, npy.shape};
-    if (got != expected->global) {
-      return absl::InvalidArgumentError(absl::StrCat("argument ", i, " (", file, "): expected ",
-                                                     ShapeToString(expected->global), ", got ",
-                                                     ShapeToString(got)));
-    }
-    std::shared_ptr<const DataLayout> layout = expected;
-    if (specs[i].sharding.has_value()) {
-      absl::StatusOr<Sharding> sharding = ParseSharding(*specs[i].sharding);
-      if (!sharding.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("argument ", i, " sharding: ", sharding.status().message()));
-      }
-      absl::StatusOr<std::shared_ptr<const DataLayout>> placed =
-          DataLayout::Create(expected->global, *sharding, computation->devices());
-      if (!placed.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("argument ", i, " (", file, ") sharding: ", placed.status().message()));
-      }
-      layout = *std::move(placed);
-    }
+  for (size_t i = 0; i < run.args.size(); ++i) {
+    const NpyArray& npy = in.hosts[i];
+    SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<const DataLayout> layout,
+                             ArgumentLayout(computation, i, run.args[i], npy));
     views.push_back({npy.type, npy.shape, std::as_bytes(std::span(npy.data))});
     layouts.push_back(std::move(layout));
   }
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<DataPtr> arguments,
-                           client->TransferToDevice(views, layouts));
+  return client.TransferToDevice(views, layouts);
+}
 
+// The outputs of the last run and the time of each run, in milliseconds, sorted.
+struct TimedRuns {
+  std::vector<DataPtr> outputs;
+  std::vector<double> times_ms;
+};
+
+// Runs the program `repeat` times on `arguments`, each run timed until its outputs are ready.
+// Errors: ExecuteReplicated's and the outputs' ready events'.
+[[nodiscard]] absl::StatusOr<TimedRuns> ExecuteTimed(ComputationClient& client,
+                                                     const ComputationPtr& computation,
+                                                     const std::vector<DataPtr>& arguments,
+                                                     int64_t repeat) {
   ExecuteReplicatedOptions options;
   options.resharding = ArgumentResharding::kReshardCopy;
   // Keep donated inputs alive across repeats.
   options.non_donatable_input_indices = computation->donated_parameters();
-  std::vector<DataPtr> outputs;
-  std::vector<double> times_ms;
+  TimedRuns runs;
   for (int64_t k = 0; k < repeat; ++k) {
     auto start = std::chrono::steady_clock::now();
-    SHARDRT_ASSIGN_OR_RETURN(outputs, client->ExecuteReplicated(*computation, arguments, options));
-    for (const DataPtr& o : outputs) {
+    SHARDRT_ASSIGN_OR_RETURN(runs.outputs,
+                             client.ExecuteReplicated(*computation, arguments, options));
+    for (const DataPtr& o : runs.outputs) {
       const ShardBuffers* b = o->buffers();
       if (b != nullptr && !b->buffers.empty()) {
         SHARDRT_ASSIGN_OR_RETURN(pjrt::Event ready, b->buffers[0].ReadyEvent());
         SHARDRT_RETURN_IF_ERROR(ready.Await());
       }
     }
-    times_ms.push_back(
+    runs.times_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
   }
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> results, client->TransferFromDevice(outputs));
-  std::sort(times_ms.begin(), times_ms.end());
-  std::printf("ran %s on %lld devices, %lld time(s), median %.3f ms\n", request.name.c_str(),
-              static_cast<long long>(num_devices), static_cast<long long>(repeat),
+  std::sort(runs.times_ms.begin(), runs.times_ms.end());
+  return runs;
+}
+
+// Downloads the outputs, prints the median time and one line per output on stdout, and writes
+// each output to --out when given. Errors: TransferFromDevice's, WriteNpy's.
+[[nodiscard]] absl::Status WriteRunOutputs(ComputationClient& client, const RunFlags& run,
+                                           const TimedRuns& runs) {
+  const std::vector<DataPtr>& outputs = runs.outputs;
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> results, client.TransferFromDevice(outputs));
+  const std::vector<double>& times_ms = runs.times_ms;
+  std::printf("ran %s on %lld devices, %lld time(s), median %.3f ms\n", run.program_name.c_str(),
+              static_cast<long long>(run.num_devices), static_cast<long long>(run.repeat),
               times_ms[times_ms.size() / 2]);
   for (size_t i = 0; i < results.size(); ++i) {
     std::string where;
-    if (out_dir.has_value()) {
-      where = absl::StrCat(*out_dir, "/output_", i, ".npy");
+    if (run.out_dir.has_value()) {
+      where = absl::StrCat(*run.out_dir, "/output_", i, ".npy");
       NpyArray npy{results[i].type, results[i].dims,
                    std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(results[i].data.data()),
                                         reinterpret_cast<const uint8_t*>(results[i].data.data()) +
@@ -260,6 +319,39 @@ absl::Status RunCommand(const std::vector<std::string>& args) {
                 outputs[i]->sharding().ToString().c_str(), where.empty() ? "" : " -> ",
                 where.c_str());
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+constinit const CommandDef kRunCommand{
+    .name = "run",
+    .usage = "PROGRAM.mlir [flags]",
+    .summary = "Compiles a StableHLO program (text or MLIR bytecode) for N devices, runs it on "
+               ".npy arguments and writes its outputs as global .npy arrays.",
+    .flags = kFlags,
+    .run = RunCommand};
+
+// The `run` subcommand (see commands.h): the steps above, in order. Prints the median time and
+// the outputs on stdout. Errors: each step's, in the order of the steps. Owns everything it
+// creates; runs on the calling thread.
+absl::Status RunCommand(const std::vector<std::string>& args) {
+  SHARDRT_ASSIGN_OR_RETURN(const RunFlags run, ParseRunFlags(args));
+  if (run.out_dir.has_value()) SHARDRT_RETURN_IF_ERROR(PrepareOutDir(*run.out_dir));
+  SHARDRT_ASSIGN_OR_RETURN(const RunInputs inputs, ReadRunInputs(run));
+
+  CommandReports reports(run.metrics, run.trace);
+  SHARDRT_RETURN_IF_ERROR(reports.Start());
+  SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
+                           CreateCliRuntime(run.num_devices, run.plugin, run.compile_cache));
+  ComputationClient& client = runtime->client();
+  SHARDRT_ASSIGN_OR_RETURN(const ComputationPtr computation,
+                           CompileRunProgram(client, run, inputs));
+  SHARDRT_ASSIGN_OR_RETURN(const std::vector<DataPtr> arguments,
+                           UploadArguments(client, *computation, run, inputs));
+  SHARDRT_ASSIGN_OR_RETURN(const TimedRuns runs,
+                           ExecuteTimed(client, computation, arguments, run.repeat));
+  SHARDRT_RETURN_IF_ERROR(WriteRunOutputs(client, run, runs));
   return reports.Finish();
 }
 
