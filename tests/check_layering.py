@@ -26,6 +26,25 @@ PRIVATE_ABOVE = {"llama": ("models",), "decoder": ("models", "tools"), "cli": ("
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
+def sources(root, top):
+    """The .h and .cc files under root/top, sorted."""
+    found = []
+    for dirpath, _, names in os.walk(os.path.join(root, top)):
+        if ".venv" in dirpath.split(os.sep):
+            continue
+        found += [os.path.join(dirpath, n) for n in names if n.endswith((".h", ".cc"))]
+    return sorted(found)
+
+
+def includes(path):
+    """(line number, quoted include) of each #include "..." in `path`."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            m = INCLUDE.match(line)
+            if m:
+                yield number, m.group(1)
+
+
 def layer_of_include(path):
     """The layer an include names: "shardrt/<layer>/x.h" (public) or "<layer>/x.h" (private)."""
     parts = path.split("/")
@@ -38,10 +57,7 @@ def main(root):
     problems = []
     files = []
     for top in ("src", os.path.join("include", "shardrt")):
-        for dirpath, _, names in os.walk(os.path.join(root, top)):
-            for name in names:
-                if name.endswith((".h", ".cc")):
-                    files.append(os.path.join(dirpath, name))
+        files += sources(root, top)
     if not files:
         print("check_layering: no sources found under", root)
         return 1
@@ -54,64 +70,42 @@ def main(root):
             if not (public and len(parts) == 3):  # include/shardrt/shardrt.h, the umbrella
                 problems.append(f"{rel}: not in a known layer folder ({', '.join(RANKS)})")
             continue
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                m = INCLUDE.match(line)
-                if not m:
-                    continue
-                inc = m.group(1)
-                where = f"{rel}:{number}"
-                if inc == "pjrt_c_api.h" and (public or layer != "pjrt"):
-                    problems.append(f"{where}: only src/pjrt/ may include pjrt_c_api.h")
-                if inc.endswith(".pb.h") and public:
-                    problems.append(f"{where}: a public header includes generated {inc}")
-                if public and not inc.startswith(("shardrt/", "absl/")):
-                    problems.append(f"{where}: a public header includes private \"{inc}\"")
-                target = layer_of_include(inc)
-                if target is None or target == layer:
-                    continue
-                if RANKS[target] > RANKS[layer] or (RANKS[target] == RANKS[layer]):
-                    problems.append(f"{where}: layer {layer} includes {inc} from layer {target}"
-                                    " (imports must point down)")
+        for number, inc in includes(path):
+            where = f"{rel}:{number}"
+            if inc == "pjrt_c_api.h" and (public or layer != "pjrt"):
+                problems.append(f"{where}: only src/pjrt/ may include pjrt_c_api.h")
+            if inc.endswith(".pb.h") and public:
+                problems.append(f"{where}: a public header includes generated {inc}")
+            if public and not inc.startswith(("shardrt/", "absl/")):
+                problems.append(f"{where}: a public header includes private \"{inc}\"")
+            target = layer_of_include(inc)
+            if target is None or target == layer:
+                continue
+            if RANKS[target] >= RANKS[layer]:
+                problems.append(f"{where}: layer {layer} includes {inc} from layer {target}"
+                                " (imports must point down)")
     # models/ and tools/: public headers of the library, and their own.
     for top in ("models", "tools"):
-        for dirpath, _, names in os.walk(os.path.join(root, top)):
-            for name in sorted(names):
-                if not name.endswith((".h", ".cc")):
-                    continue
-                path = os.path.join(dirpath, name)
-                files.append(path)
-                rel = os.path.relpath(path, root)
-                with open(path, encoding="utf-8") as f:
-                    for number, line in enumerate(f, 1):
-                        m = INCLUDE.match(line)
-                        if not m:
-                            continue
-                        inc = m.group(1)
-                        first = inc.split("/")[0]
-                        if inc == "pjrt_c_api.h" or inc.endswith(".pb.h") or (
-                                first in RANKS and first not in ("cli",)):
-                            problems.append(f"{rel}:{number}: {top}/ includes \"{inc}\"; it "
-                                            "uses the library's public headers only")
-                        elif first in PRIVATE_ABOVE and top not in PRIVATE_ABOVE[first]:
-                            problems.append(f"{rel}:{number}: {top}/ includes \"{inc}\" "
-                                            "(imports must point down)")
-    for dirpath, _, names in os.walk(os.path.join(root, "bindings")):
-        if ".venv" in dirpath.split(os.sep):
-            continue
-        for name in sorted(names):
-            if not name.endswith((".h", ".cc")):
-                continue
-            path = os.path.join(dirpath, name)
+        for path in sources(root, top):
             files.append(path)
-            with open(path, encoding="utf-8") as f:
-                for number, line in enumerate(f, 1):
-                    m = INCLUDE.match(line)
-                    if m and (m.group(1) == "pjrt_c_api.h" or m.group(1).endswith(".pb.h") or
-                              (layer_of_include(m.group(1)) is not None and
-                               not m.group(1).startswith("shardrt/"))):
-                        problems.append(f"{os.path.relpath(path, root)}:{number}: the bindings "
-                                        f"include \"{m.group(1)}\"; they use public headers only")
+            rel = os.path.relpath(path, root)
+            for number, inc in includes(path):
+                first = inc.split("/")[0]
+                if inc == "pjrt_c_api.h" or inc.endswith(".pb.h") or (
+                        first in RANKS and first != "cli"):
+                    problems.append(f"{rel}:{number}: {top}/ includes \"{inc}\"; it uses the "
+                                    "library's public headers only")
+                elif first in PRIVATE_ABOVE and top not in PRIVATE_ABOVE[first]:
+                    problems.append(f"{rel}:{number}: {top}/ includes \"{inc}\" "
+                                    "(imports must point down)")
+    # The bindings: public headers only.
+    for path in sources(root, "bindings"):
+        files.append(path)
+        for number, inc in includes(path):
+            if inc == "pjrt_c_api.h" or inc.endswith(".pb.h") or (
+                    layer_of_include(inc) is not None and not inc.startswith("shardrt/")):
+                problems.append(f"{os.path.relpath(path, root)}:{number}: the bindings include "
+                                f"\"{inc}\"; they use public headers only")
     for p in problems:
         print(p)
     print(f"check_layering: {len(files)} files, {len(problems)} problem(s)")
