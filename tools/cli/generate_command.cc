@@ -212,6 +212,24 @@ absl::Status CompileFirst(llm::Session& session, const Runtime& runtime,
   return session.Precompile(prompt_len, max_tokens);
 }
 
+// Loads the weights, then the programs, each with the C library's heap handed back to the
+// system first (the compiler frees what it used, but much of it stays mapped), and reports
+// the timings on stderr. Errors: Load's and Prepare's.
+absl::Status LoadAndPrepare(llm::Session& session, const GenerateFlags& g, double compile_s,
+                            int64_t prompt_len) {
+  malloc_trim(0);
+  const Clock::time_point load_start = Clock::now();
+  SHARDRT_RETURN_IF_ERROR(session.Load());
+  const double load_s = Since(load_start);
+  const Clock::time_point programs_start = Clock::now();
+  SHARDRT_RETURN_IF_ERROR(
+      session.Prepare(prompt_len, g.request.max_tokens, [] { malloc_trim(0); }));
+  std::fprintf(stderr, "compiled in %.2f s, loaded %s on %lld devices in %.2f s, programs in %.2f s\n",
+               compile_s, g.model_path.c_str(), static_cast<long long>(g.devices), load_s,
+               Since(programs_start));
+  return absl::OkStatus();
+}
+
 // Writes every step's logits as a [tokens, vocab] f32 .npy.
 absl::Status WriteLogits(const std::string& path, const llm::GenerateResult& result,
                          int64_t vocab) {
@@ -235,6 +253,33 @@ void PrintJson(const llm::GenerateResult& result) {
               JsonString(result.text).c_str(),
               std::string(llm::FinishReasonName(result.finish_reason)).c_str(),
               result.stats.prefill_seconds, result.stats.decode_tokens_per_second());
+}
+
+// The end of a generation: the stream's last newline, --logits-out, --json, and the rates on
+// stderr. Error: the logits file could not be written.
+absl::Status PrintResult(const llm::GenerateResult& result, const GenerateFlags& g, bool json,
+                         int64_t vocab) {
+  if (!json) std::fputc('\n', stdout);
+  if (g.logits_out.has_value()) {
+    SHARDRT_RETURN_IF_ERROR(WriteLogits(*g.logits_out, result, vocab));
+  }
+  if (json) PrintJson(result);
+  std::fprintf(stderr, "prefill: %lld prompt tokens in %.3f s (%.1f tokens/s)\n",
+               static_cast<long long>(result.stats.prompt_tokens), result.stats.prefill_seconds,
+               result.stats.prefill_tokens_per_second());
+  std::fprintf(stderr, "decoded %lld tokens in %.3f s (%.2f tokens/s)\n",
+               static_cast<long long>(std::max<int64_t>(result.stats.generated_tokens - 1, 0)),
+               result.stats.decode_seconds, result.stats.decode_tokens_per_second());
+  return absl::OkStatus();
+}
+
+// The request's prompt tokens; an error about --prompt-tokens names the flag.
+absl::StatusOr<std::vector<int32_t>> PromptOf(const llm::Session& session,
+                                              const llm::GenerateRequest& request) {
+  absl::StatusOr<std::vector<int32_t>> prompt = session.PromptTokens(request);
+  if (prompt.ok() || request.prompt_tokens.empty()) return prompt;
+  return absl::InvalidArgumentError(
+      absl::StrCat("flag --prompt-tokens: ", prompt.status().message()));
 }
 
 }  // namespace
@@ -269,14 +314,7 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
                            flags.GetInt("attention-block", 256 % g.devices == 0 ? 256 : g.devices * 32));
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Session> session,
                            llm::Session::Open(*runtime, options));
-  std::vector<int32_t> prompt;
-  if (absl::StatusOr<std::vector<int32_t>> p = session->PromptTokens(g.request); p.ok()) {
-    prompt = *std::move(p);
-  } else {
-    return g.request.prompt_tokens.empty() ? p.status()
-                                            : absl::InvalidArgumentError(absl::StrCat(
-                                                  "flag --prompt-tokens: ", p.status().message()));
-  }
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptOf(*session, g.request));
   // One request per process: the cache holds exactly its positions.
   const int64_t n = int64_t(prompt.size()), max_tokens = g.request.max_tokens;
   SHARDRT_RETURN_IF_ERROR(session->SetContextLength(n + max_tokens));
@@ -286,18 +324,7 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "compiled in %.2f s\n", Since(compile_start));
     return reports.Finish();
   }
-  const double compile_s = Since(compile_start);
-  // The compiler frees what it used, but the C library keeps much of it mapped: hand it back
-  // before the weights arrive, and after each program load.
-  malloc_trim(0);
-  const Clock::time_point load_start = Clock::now();
-  SHARDRT_RETURN_IF_ERROR(session->Load());
-  const double load_s = Since(load_start);
-  const Clock::time_point programs_start = Clock::now();
-  SHARDRT_RETURN_IF_ERROR(session->Prepare(n, max_tokens, [] { malloc_trim(0); }));
-  std::fprintf(stderr, "compiled in %.2f s, loaded %s on %lld devices in %.2f s, programs in %.2f s\n",
-               compile_s, g.model_path.c_str(), static_cast<long long>(g.devices), load_s,
-               Since(programs_start));
+  SHARDRT_RETURN_IF_ERROR(LoadAndPrepare(*session, g, Since(compile_start), n));
   auto on_token = [&](const llm::TokenEvent& event) {
     // The prefill's memory goes soon after its token, and each step frees small temporaries:
     // trim at tokens 1, 2, 4, ..., 256 and then every 256 (a trim costs about a millisecond).
@@ -314,17 +341,7 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   g.request.format = llm::PromptFormat::kRaw;
   g.request.system.clear();
   SHARDRT_ASSIGN_OR_RETURN(llm::GenerateResult result, session->Generate(g.request, on_token));
-  if (!json) std::fputc('\n', stdout);
-  if (g.logits_out.has_value()) {
-    SHARDRT_RETURN_IF_ERROR(WriteLogits(*g.logits_out, result, session->info().vocab));
-  }
-  if (json) PrintJson(result);
-  std::fprintf(stderr, "prefill: %lld prompt tokens in %.3f s (%.1f tokens/s)\n",
-               static_cast<long long>(result.stats.prompt_tokens), result.stats.prefill_seconds,
-               result.stats.prefill_tokens_per_second());
-  std::fprintf(stderr, "decoded %lld tokens in %.3f s (%.2f tokens/s)\n",
-               static_cast<long long>(std::max<int64_t>(result.stats.generated_tokens - 1, 0)),
-               result.stats.decode_seconds, result.stats.decode_tokens_per_second());
+  SHARDRT_RETURN_IF_ERROR(PrintResult(result, g, json, session->info().vocab));
   return reports.Finish();
 }
 
