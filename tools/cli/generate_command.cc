@@ -259,7 +259,10 @@ void PrintJson(const llm::GenerateResult& result) {
 // stderr. Error: the logits file could not be written.
 absl::Status PrintResult(const llm::GenerateResult& result, const GenerateFlags& g, bool json,
                          int64_t vocab) {
-  if (!json) std::fputc('\n', stdout);
+  if (!json) {
+    std::fputc('\n', stdout);
+    std::fflush(stdout);  // before the rates on stderr
+  }
   if (g.logits_out.has_value()) {
     SHARDRT_RETURN_IF_ERROR(WriteLogits(*g.logits_out, result, vocab));
   }
