@@ -19,6 +19,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kPatience = std::chrono::seconds(30);
 
+// Whether another thread's TryLock of `mu` succeeds (it unlocks again at once).
+bool TakenByAnotherThread(Mutex& mu) {
+  bool taken = false;
+  std::thread([&] {
+    if (mu.TryLock()) {
+      taken = true;
+      mu.Unlock();
+    }
+  }).join();
+  return taken;
+}
+
 // A counter that several threads bump.
 class Counter {
  public:
@@ -122,14 +134,7 @@ TEST(MutexTest, MutexLockUnlockLetsAnotherThreadInAndLockTakesItBack) {
   other.join();
   lock.Lock();
   // Held again by this thread: another thread's TryLock fails.
-  bool taken_elsewhere = false;
-  std::thread([&] {
-    if (mu.TryLock()) {
-      taken_elsewhere = true;
-      mu.Unlock();
-    }
-  }).join();
-  EXPECT_FALSE(taken_elsewhere);
+  EXPECT_FALSE(TakenByAnotherThread(mu));
 }
 
 // A queue of ints: producers Push, consumers Pop with a deadline (NotifyOne per item).
@@ -211,14 +216,7 @@ TEST(CondVarTest, WaitForTimesOutWithTheLockHeld) {
   EXPECT_EQ(status, std::cv_status::timeout);
   EXPECT_GE(Clock::now() - start, timeout);
   // The lock is held again on return.
-  bool taken_elsewhere = false;
-  std::thread([&] {
-    if (mu.TryLock()) {
-      taken_elsewhere = true;
-      mu.Unlock();
-    }
-  }).join();
-  EXPECT_FALSE(taken_elsewhere);
+  EXPECT_FALSE(TakenByAnotherThread(mu));
 }
 
 TEST(CondVarTest, WaitUntilAPastDeadlineReturnsTimeoutAtOnce) {
