@@ -102,6 +102,30 @@ absl::Status Invalid(absl::string_view path, const Pieces&... pieces) {
   return absl::InvalidArgumentError(absl::StrCat("GGUF file ", path, ": ", pieces...));
 }
 
+// The indices of `items` in the order of key_of(item) (stable), for lookups by key. Error:
+// InvalidArgument naming the first key two items share, e.g. "duplicate tensor name 'x'
+// (tensors #1 and #4)".
+template <typename T, typename KeyOf>
+absl::StatusOr<std::vector<uint32_t>> IndexByKey(absl::string_view path,
+                                                 const std::vector<T>& items, KeyOf key_of,
+                                                 absl::string_view key_name,
+                                                 absl::string_view items_name) {
+  std::vector<uint32_t> order(items.size());
+  for (size_t i = 0; i < items.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return key_of(items[a]) < key_of(items[b]);
+  });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const std::string& key = key_of(items[order[i - 1]]);
+    if (key == key_of(items[order[i]])) {
+      return Invalid(path, "duplicate ", key_name, " '", absl::CHexEscape(key), "' (",
+                     items_name, " #", order[i - 1], " and #", order[i], ")");
+    }
+  }
+  return order;
+}
+
+
 // The error for open(2), stat(2) or mmap(2) failing with `error`.
 absl::Status IoError(const std::string& path, absl::string_view what, int error) {
   const std::string message =
@@ -374,18 +398,10 @@ absl::Status GgufFile::ReadMetadata(Cursor& cursor, uint64_t count) {
     SHARDRT_ASSIGN_OR_RETURN(Value value, ReadKeyValue(cursor, i));
     metadata_.push_back(std::move(value));
   }
-  metadata_by_key_.resize(metadata_.size());
-  for (size_t i = 0; i < metadata_.size(); ++i) metadata_by_key_[i] = static_cast<uint32_t>(i);
-  std::stable_sort(metadata_by_key_.begin(), metadata_by_key_.end(),
-                   [this](uint32_t a, uint32_t b) { return metadata_[a].key < metadata_[b].key; });
-  for (size_t i = 1; i < metadata_by_key_.size(); ++i) {
-    const Value& a = metadata_[metadata_by_key_[i - 1]];
-    const Value& b = metadata_[metadata_by_key_[i]];
-    if (a.key == b.key) {
-      return Invalid(path_, "duplicate metadata key '", absl::CHexEscape(a.key), "' (keys #",
-                     metadata_by_key_[i - 1], " and #", metadata_by_key_[i], ")");
-    }
-  }
+  SHARDRT_ASSIGN_OR_RETURN(
+      metadata_by_key_,
+      IndexByKey(path_, metadata_, [](const Value& v) -> const std::string& { return v.key; },
+                 "metadata key", "keys"));
   return absl::OkStatus();
 }
 
@@ -504,18 +520,11 @@ absl::Status GgufFile::PlaceTensors(const Cursor& cursor, uint64_t alignment,
 }
 
 absl::Status GgufFile::IndexTensors() {
-  tensors_by_name_.resize(tensors_.size());
-  for (size_t i = 0; i < tensors_.size(); ++i) tensors_by_name_[i] = static_cast<uint32_t>(i);
-  std::stable_sort(tensors_by_name_.begin(), tensors_by_name_.end(),
-                   [this](uint32_t a, uint32_t b) { return tensors_[a].name < tensors_[b].name; });
-  for (size_t i = 1; i < tensors_by_name_.size(); ++i) {
-    const GgufTensor& a = tensors_[tensors_by_name_[i - 1]];
-    const GgufTensor& b = tensors_[tensors_by_name_[i]];
-    if (a.name == b.name) {
-      return Invalid(path_, "duplicate tensor name '", absl::CHexEscape(a.name), "' (tensors #",
-                     tensors_by_name_[i - 1], " and #", tensors_by_name_[i], ")");
-    }
-  }
+  SHARDRT_ASSIGN_OR_RETURN(
+      tensors_by_name_,
+      IndexByKey(path_, tensors_,
+                 [](const GgufTensor& t) -> const std::string& { return t.name; }, "tensor name",
+                 "tensors"));
   return absl::OkStatus();
 }
 
