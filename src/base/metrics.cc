@@ -135,6 +135,8 @@ MetricStats ComputeMetricStats(const MetricSnapshot& snapshot,
 // ---------------------------------------------------------------------------------------------
 // Metric
 
+static_assert(alignof(Metric) == 64, "a Metric starts a cache line (its lock and totals)");
+
 Metric::Metric(std::string name, MetricRepr repr, int64_t max_samples)
     : name_(std::move(name)),
       repr_(repr),

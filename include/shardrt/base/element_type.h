@@ -8,6 +8,8 @@
 
 #include "absl/status/statusor.h"
 
+#include "shardrt/base/export.h"
+
 namespace shardrt {
 
 enum class ElementType : int32_t {
@@ -28,21 +30,22 @@ enum class ElementType : int32_t {
 };
 
 // Size of one element in bytes (pred is one byte); 0 for kInvalid. Thread-safe, pure.
-[[nodiscard]] int64_t ElementSizeInBytes(ElementType type);
+[[nodiscard]] SHARDRT_EXPORT int64_t ElementSizeInBytes(ElementType type);
 
 // The MLIR / HLO spelling: "f32", "s32" / "i32" parse; prints "f32", "s32", "pred", "bf16".
-[[nodiscard]] absl::string_view ElementTypeName(ElementType type);
+[[nodiscard]] SHARDRT_EXPORT absl::string_view ElementTypeName(ElementType type);
 
 // The MLIR element type: "f32", "i32", "ui8", "i1" for pred, "bf16"; empty for kInvalid and
 // values outside the enum. Thread-safe, pure.
-[[nodiscard]] absl::string_view ElementTypeMlirName(ElementType type);
+[[nodiscard]] SHARDRT_EXPORT absl::string_view ElementTypeMlirName(ElementType type);
 
 // Parses an HLO name ("f32", "s8", "u64", "pred", "bf16") or an MLIR one ("i32", "ui8", "i1").
 // Error: InvalidArgument naming the text when it is not a known type.
-[[nodiscard]] absl::StatusOr<ElementType> ParseElementType(absl::string_view name);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<ElementType> ParseElementType(absl::string_view name);
 
 // Converts an xla::PrimitiveType number (as found in ShapeProto) to an ElementType.
 // Error: InvalidArgument for types shardrt does not support (tuples, complex, fp8, ...).
-[[nodiscard]] absl::StatusOr<ElementType> ElementTypeFromPrimitiveType(int32_t primitive_type);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<ElementType> ElementTypeFromPrimitiveType(
+    int32_t primitive_type);
 
 }  // namespace shardrt

@@ -7,11 +7,13 @@
 
 #include "absl/types/span.h"
 
+#include "shardrt/base/export.h"
+
 namespace shardrt {
 
 // `text` as a JSON string literal, quotes included, with control characters escaped.
-std::string JsonString(absl::string_view text);
+SHARDRT_EXPORT std::string JsonString(absl::string_view text);
 // `[1,2,3]`.
-std::string JsonIntList(absl::Span<const int64_t> values);
+SHARDRT_EXPORT std::string JsonIntList(absl::Span<const int64_t> values);
 
 }  // namespace shardrt

@@ -26,6 +26,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "shardrt/base/export.h"
 #include "shardrt/base/mutex.h"
 
 namespace shardrt {
@@ -55,25 +56,25 @@ inline constexpr absl::string_view kExecutableIntrospection = "ExecutableIntrosp
 inline constexpr absl::string_view kPjrtDestroyError = "PjrtDestroyError";
 
 // Nanoseconds on the monotonic clock (arbitrary epoch): the timestamps of samples.
-[[nodiscard]] int64_t MetricsNowNs();
+[[nodiscard]] SHARDRT_EXPORT int64_t MetricsNowNs();
 
 // Prints `value` as the text report does for `repr`. Thread-safe, pure.
-[[nodiscard]] std::string FormatMetricValue(MetricRepr repr, double value);
+[[nodiscard]] SHARDRT_EXPORT std::string FormatMetricValue(MetricRepr repr, double value);
 
-struct MetricSample {
+struct SHARDRT_EXPORT MetricSample {
   int64_t timestamp_ns = 0;  // MetricsNowNs() when added, unless given
   double value = 0.0;
 };
 
 // A consistent copy of a metric's state.
-struct MetricSnapshot {
+struct SHARDRT_EXPORT MetricSnapshot {
   int64_t total_samples = 0;          // every sample ever added (since the last Clear)
   double accumulator = 0.0;           // the sum of every sample ever added
   std::vector<MetricSample> samples;  // the retained ones, oldest first
 };
 
 // What the reports print for one metric.
-struct MetricStats {
+struct SHARDRT_EXPORT MetricStats {
   int64_t total_samples = 0;
   double accumulator = 0.0;
   // Sum of the retained values / retained samples, per second of the window they span (newest
@@ -87,12 +88,13 @@ struct MetricStats {
 };
 
 // Derives the report statistics from a snapshot. Fractions must lie in (0, 1). Pure.
-[[nodiscard]] MetricStats ComputeMetricStats(const MetricSnapshot& snapshot,
-                                             absl::Span<const double> fractions);
+[[nodiscard]] SHARDRT_EXPORT MetricStats ComputeMetricStats(const MetricSnapshot& snapshot,
+                                                            absl::Span<const double> fractions);
 
 // A named series of samples. Thread-safe: AddSample takes a short lock (no allocation) and
-// writes two cache lines: the one holding the lock and totals, and the ring slot.
-class alignas(64) Metric {
+// writes two cache lines: the one holding the lock and totals, and the ring slot. Aligned to a
+// cache line by its alignas(64) member (name_), so the lock line is never shared.
+class SHARDRT_EXPORT Metric {
  public:
   // `max_samples` (at least 1) is the ring size.
   Metric(std::string name, MetricRepr repr, int64_t max_samples);
@@ -133,7 +135,7 @@ class alignas(64) Metric {
 };
 
 // A named integer. Thread-safe and lock-free; Add is a relaxed atomic add.
-class Counter {
+class SHARDRT_EXPORT Counter {
  public:
   explicit Counter(std::string name) : name_(std::move(name)) {}
 
@@ -152,7 +154,7 @@ class Counter {
 };
 
 // Configuration of a registry.
-struct MetricsOptions {
+struct SHARDRT_EXPORT MetricsOptions {
   // Samples each metric retains (PyTorch/XLA's XLA_METRICS_SAMPLES). Values below 1 mean 1.
   int64_t max_samples = 1024;
   // Percentiles reported, as fractions in (0, 1) (XLA_METRICS_PERCENTILES). Others are dropped;
@@ -162,7 +164,7 @@ struct MetricsOptions {
 
 // Owns metrics and counters by name. Thread-safe. Metrics and counters live as long as the
 // registry; their pointers stay valid across Reset.
-class MetricsRegistry {
+class SHARDRT_EXPORT MetricsRegistry {
  public:
   MetricsRegistry() : MetricsRegistry(MetricsOptions{}) {}
   explicit MetricsRegistry(MetricsOptions options);
@@ -217,11 +219,11 @@ class MetricsRegistry {
 
 // The process-wide registry the runtime reports to. Created on first use, never destroyed (so
 // it is usable during static destruction). Thread-safe.
-MetricsRegistry& GlobalMetrics();
+SHARDRT_EXPORT MetricsRegistry& GlobalMetrics();
 
 // Adds the time from construction to destruction, in ns, to a metric. Does nothing when the
 // metric is null. Not thread-safe itself (one owner), the metric is.
-class ScopedTimer {
+class SHARDRT_EXPORT ScopedTimer {
  public:
   explicit ScopedTimer(Metric* metric) : metric_(metric), start_ns_(MetricsNowNs()) {}
   ~ScopedTimer();

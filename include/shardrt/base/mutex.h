@@ -43,6 +43,8 @@
 
 #include "absl/base/thread_annotations.h"
 
+#include "shardrt/base/export.h"
+
 namespace shardrt {
 
 // A non-recursive exclusive mutex (a std::mutex), known to the thread-safety analysis as a
@@ -50,7 +52,7 @@ namespace shardrt {
 // standard Lockable, so std::lock_guard, std::unique_lock and std::condition_variable_any work
 // with it at run time, but the analysis does not see what those do: use MutexLock where
 // guarded members are touched. Not copyable or movable.
-class ABSL_LOCKABLE Mutex {
+class SHARDRT_EXPORT ABSL_LOCKABLE Mutex {
  public:
   Mutex() = default;
   Mutex(const Mutex&) = delete;
@@ -77,7 +79,7 @@ class ABSL_LOCKABLE Mutex {
 // Holds a Mutex for its scope (locks in the constructor, unlocks in the destructor unless
 // already unlocked). Unlock and Lock release and take it again within the scope. Used by one
 // thread; not copyable or movable.
-class ABSL_SCOPED_LOCKABLE MutexLock {
+class SHARDRT_EXPORT ABSL_SCOPED_LOCKABLE MutexLock {
  public:
   // Blocks until `mu` is held. `mu` must outlive the lock.
   explicit MutexLock(Mutex& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : lock_(mu.mu_) {}
@@ -101,7 +103,7 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
 // MutexLock that holds it. Every wait releases the mutex while it blocks and holds it again when
 // it returns, so to the analysis the lock is held throughout. Waits may wake spuriously: wait
 // in a loop (see the top of this file). Not copyable or movable.
-class CondVar {
+class SHARDRT_EXPORT CondVar {
  public:
   CondVar() = default;
   CondVar(const CondVar&) = delete;

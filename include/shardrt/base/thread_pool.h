@@ -19,6 +19,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 
+#include "shardrt/base/export.h"
+
 namespace shardrt {
 
 // A fixed-size pool of worker threads.
@@ -28,7 +30,7 @@ namespace shardrt {
 // Shutdown: the destructor waits until every task scheduled so far has run (tasks may schedule
 // more tasks while it waits; those run too), then joins the workers. Destroying the pool from
 // one of its own threads is not allowed. Nothing may call Schedule once the destructor starts.
-class ThreadPool {
+class SHARDRT_EXPORT ThreadPool {
  public:
   // Starts `num_threads` workers. Values below 1 are treated as 1; values above
   // kMaxThreads as kMaxThreads. ParallelFor uses at most as many threads at once (caller
@@ -72,7 +74,7 @@ class ThreadPool {
 };
 
 // The cost estimate that guides ParallelFor's split.
-struct ParallelCost {
+struct SHARDRT_EXPORT ParallelCost {
   // Estimated time to process one item, in nanoseconds of one core. Overestimates create more
   // blocks than useful; underestimates keep work on the caller. Values <= 0 mean "trivial":
   // the loop always runs inline.
@@ -112,7 +114,8 @@ using ParallelForBody = absl::FunctionRef<absl::Status(int64_t begin, int64_t en
 // ParallelFor itself may be called from any thread, including a worker of `pool` (nested
 // ParallelFor does not deadlock; in the worst case the caller runs every block itself).
 // `pool` is borrowed and must outlive the call.
-[[nodiscard]] absl::Status ParallelFor(ThreadPool* pool, int64_t n, const ParallelCost& cost,
-                                       ParallelForBody body);
+[[nodiscard]] SHARDRT_EXPORT absl::Status ParallelFor(ThreadPool* pool, int64_t n,
+                                                      const ParallelCost& cost,
+                                                      ParallelForBody body);
 
 }  // namespace shardrt

@@ -39,10 +39,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
+#include "shardrt/base/export.h"
+
 namespace shardrt {
 
 // One recorded event, as written to JSON.
-struct TraceEvent {
+struct SHARDRT_EXPORT TraceEvent {
   enum class Phase : char {
     kComplete = 'X',
     kAsyncBegin = 'b',
@@ -60,13 +62,13 @@ struct TraceEvent {
   std::vector<std::pair<std::string, std::string>> args;  // "args" (string values)
 };
 
-struct TraceOptions {
+struct SHARDRT_EXPORT TraceOptions {
   // Events kept; later ones are dropped and counted (dropped_events()). Bounds memory on long
   // runs (an event takes on the order of 100 bytes).
   int64_t max_events = 1 << 20;
 };
 
-class TraceRecorder {
+class SHARDRT_EXPORT TraceRecorder {
  public:
   TraceRecorder() : TraceRecorder(TraceOptions{}) {}
   explicit TraceRecorder(TraceOptions options);
@@ -120,28 +122,28 @@ class TraceRecorder {
 };
 
 // The current recorder, or null when tracing is off.
-TraceRecorder* CurrentTraceRecorder();
+SHARDRT_EXPORT TraceRecorder* CurrentTraceRecorder();
 // True when a recorder is current (one relaxed atomic load).
-bool TracingEnabled();
+SHARDRT_EXPORT bool TracingEnabled();
 
 // Record into the current recorder, if any: as TraceRecorder::AddAsyncSpan / AddCounter, and
 // safe against a concurrent Stop (unlike calling them on CurrentTraceRecorder()).
-void TraceAsyncSpan(absl::string_view name, absl::string_view category, uint64_t id,
-                    int64_t start_ns, int64_t end_ns,
-                    std::vector<std::pair<std::string, std::string>> args = {});
-void TraceCounter(absl::string_view name, absl::string_view category, int64_t timestamp_ns,
-                  double value);
+SHARDRT_EXPORT void TraceAsyncSpan(absl::string_view name, absl::string_view category, uint64_t id,
+                                   int64_t start_ns, int64_t end_ns,
+                                   std::vector<std::pair<std::string, std::string>> args = {});
+SHARDRT_EXPORT void TraceCounter(absl::string_view name, absl::string_view category,
+                                 int64_t timestamp_ns, double value);
 
 // The calling thread's number in traces (1, 2, ... in order of first use in the process).
-int TraceThreadId();
+SHARDRT_EXPORT int TraceThreadId();
 // Names the calling thread in traces written from now on (default: "thread <id>").
-void SetTraceThreadName(absl::string_view name);
+SHARDRT_EXPORT void SetTraceThreadName(absl::string_view name);
 // True when SetTraceThreadName was called on this thread.
-bool TraceThreadNamed();
+SHARDRT_EXPORT bool TraceThreadNamed();
 
 // A scoped complete span on the calling thread, recorded into the recorder current at
 // construction (if any) when it is destroyed. Not thread-safe itself (one owner).
-class TraceSpan {
+class SHARDRT_EXPORT TraceSpan {
  public:
   // `name` and `category` are copied only when tracing is on.
   TraceSpan(absl::string_view name, absl::string_view category);

@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "shardrt/base/export.h"
 #include "shardrt/data/data_layout.h"
 #include "shardrt/pjrt/executable.h"
 
 namespace shardrt {
 
-class Computation {
+class SHARDRT_EXPORT Computation {
  public:
   // Builds the compile-time caches of `executable`. `global_parameters` / `global_results` are
   // the program's unpartitioned shapes; when empty they are taken from the per-device shapes,

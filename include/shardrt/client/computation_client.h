@@ -24,6 +24,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "shardrt/base/export.h"
 #include "shardrt/base/mutex.h"
 #include "shardrt/base/thread_pool.h"
 #include "shardrt/client/computation.h"
@@ -38,7 +39,7 @@ namespace shardrt {
 class ExecutionLimiter;      // private to the library
 class PersistentCacheStore;  // private to the library
 
-struct ComputationClientOptions {
+struct SHARDRT_EXPORT ComputationClientOptions {
   // Borrowed pool for plumbing and transfers; null: the client creates its own.
   ThreadPool* pool = nullptr;
   // Threads of the client's own pool; 0: the number of cores.
@@ -57,13 +58,13 @@ struct ComputationClientOptions {
 
 // What to compile.
 // The global (unpartitioned) shapes of a program's parameters and results.
-struct GlobalShapes {
+struct SHARDRT_EXPORT GlobalShapes {
   std::vector<ArrayShape> parameters;
   std::vector<ArrayShape> results;
 };
 
 // What to compile.
-struct CompileRequest {
+struct SHARDRT_EXPORT CompileRequest {
   std::string name;     // for messages and metrics; defaults to "computation"
   std::string program;  // StableHLO: MLIR text or bytecode (at most limits::kMaxFileBytes)
   // Partitions = devices; the assignment defaults to the first num_partitions addressable
@@ -81,13 +82,13 @@ enum class ArgumentResharding {
   kReshardCopy,  // reshard a copy on device first (costs a small compiled program per layout)
 };
 
-struct ExecuteReplicatedOptions {
+struct SHARDRT_EXPORT ExecuteReplicatedOptions {
   ArgumentResharding resharding = ArgumentResharding::kReject;
   // Parameters the program aliases that must not be donated in this call.
   std::vector<int64_t> non_donatable_input_indices;
 };
 
-class ComputationClient {
+class SHARDRT_EXPORT ComputationClient {
  public:
   // Wraps `client`. Error: InvalidArgument if the client has no addressable device.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ComputationClient>> Create(

@@ -36,6 +36,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
+#include "shardrt/base/export.h"
+
 namespace shardrt {
 
 inline constexpr absl::string_view kPersistentCacheHit = "PersistentCacheHit";
@@ -45,13 +47,13 @@ inline constexpr absl::string_view kPersistentCacheError = "PersistentCacheError
 inline constexpr absl::string_view kPersistentCacheLoadTime = "PersistentCacheLoadTime";
 inline constexpr absl::string_view kPersistentCacheBytes = "PersistentCacheBytes";
 
-struct PersistentCacheOptions {
+struct SHARDRT_EXPORT PersistentCacheOptions {
   std::string directory;                   // empty: no persistent cache
   int64_t max_bytes = int64_t{4} << 30;    // total entry bytes kept (LRU eviction beyond)
 };
 
 // One entry as `shardrt cache info` lists it.
-struct PersistentCacheEntryInfo {
+struct SHARDRT_EXPORT PersistentCacheEntryInfo {
   std::string file;  // its file name in the directory
   std::string name;  // the computation's name when stored ("" if the entry cannot be read)
   int64_t bytes = 0;
@@ -59,7 +61,7 @@ struct PersistentCacheEntryInfo {
   bool valid = false;  // its header and checksum are right (whether it loads is the plugin's say)
 };
 
-struct PersistentCacheInfo {
+struct SHARDRT_EXPORT PersistentCacheInfo {
   std::string directory;
   std::vector<PersistentCacheEntryInfo> entries;  // most recently used first
   int64_t bytes = 0;                              // all entries together
@@ -67,13 +69,14 @@ struct PersistentCacheInfo {
 
 // Lists the entries of the cache in `directory` (checking each one's header and checksum).
 // Errors: NotFound if the directory does not exist; the file system's errors. Thread-safe.
-[[nodiscard]] absl::StatusOr<PersistentCacheInfo> InspectPersistentCache(
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<PersistentCacheInfo> InspectPersistentCache(
     const std::string& directory);
 
 // Removes every entry (and temporary file) of the cache in `directory`, leaving the directory,
-// the plugin-digest memo (plugin-digests/) and anything in it that is not the cache's. Returns how many entries it removed. Errors:
-// NotFound if the directory does not exist; the file system's errors. Safe while other
-// processes use the cache (they miss and compile).
-[[nodiscard]] absl::StatusOr<int64_t> ClearPersistentCache(const std::string& directory);
+// the plugin-digest memo (plugin-digests/) and anything in it that is not the cache's. Returns
+// how many entries it removed. Errors: NotFound if the directory does not exist; the file
+// system's errors. Safe while other processes use the cache (they miss and compile).
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<int64_t> ClearPersistentCache(
+    const std::string& directory);
 
 }  // namespace shardrt

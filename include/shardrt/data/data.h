@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "shardrt/base/export.h"
 #include "shardrt/base/mutex.h"
 #include "shardrt/data/data_layout.h"
 #include "shardrt/pjrt/buffer.h"
@@ -32,14 +33,14 @@ using DataPtr = std::shared_ptr<Data>;
 
 // The buffers of one piece of data: buffers[i] lives on layout.devices[i]. Immutable once the
 // data is ready; a placeholder assigned from other data reads that data's buffers.
-struct ShardBuffers {
+struct SHARDRT_EXPORT ShardBuffers {
   // Inline for up to 8 devices, and held inside the Data itself: one allocation per piece of
   // data (an execution wraps every output of every call in one).
   absl::InlinedVector<PJRT_Buffer*, 8> handles;  // buffers[i].handle(), for argument lists
   absl::InlinedVector<pjrt::Buffer, 8> buffers;
 };
 
-class Data {
+class SHARDRT_EXPORT Data {
  public:
   enum class State : int { kPending, kReady, kFailed, kDonated };
 

@@ -11,13 +11,14 @@
 
 #include "absl/status/statusor.h"
 #include "shardrt/base/array_shape.h"
+#include "shardrt/base/export.h"
 #include "shardrt/pjrt/device.h"
 #include "shardrt/sharding/geometry.h"
 #include "shardrt/sharding/sharding.h"
 
 namespace shardrt {
 
-struct DataLayout {
+struct SHARDRT_EXPORT DataLayout {
   ArrayShape global;                          // global (logical) shape and element type
   Sharding sharding;                          // over devices.size() devices
   std::vector<const pjrt::Device*> devices;   // device i holds shard i (borrowed from client)

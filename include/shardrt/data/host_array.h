@@ -7,18 +7,19 @@
 #include <vector>
 
 #include "shardrt/base/element_type.h"
+#include "shardrt/base/export.h"
 
 namespace shardrt {
 
 // A borrowed host array: `data` must hold exactly product(dims) * element size bytes.
-struct HostArrayView {
+struct SHARDRT_EXPORT HostArrayView {
   ElementType type = ElementType::kInvalid;
   std::vector<int64_t> dims;
   std::span<const std::byte> data;
 };
 
 // An owned host array.
-struct HostArray {
+struct SHARDRT_EXPORT HostArray {
   ElementType type = ElementType::kInvalid;
   std::vector<int64_t> dims;
   std::vector<std::byte> data;

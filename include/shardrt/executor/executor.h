@@ -50,11 +50,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shardrt/base/export.h"
 #include "shardrt/client/computation_client.h"
 
 namespace shardrt {
 
-struct ExecutorOptions {
+struct SHARDRT_EXPORT ExecutorOptions {
   // Executions scheduled and not yet dispatched, at most (values below 1 mean 1). Schedule
   // blocks beyond it.
   int64_t max_in_flight = 16;
@@ -64,12 +65,12 @@ struct ExecutorOptions {
   bool track_device_completion = true;
 };
 
-struct ScheduleOptions {
+struct SHARDRT_EXPORT ScheduleOptions {
   ExecuteReplicatedOptions execute;  // passed to ExecuteReplicated
 };
 
 // Counts since the executor was created.
-struct ExecutorStats {
+struct SHARDRT_EXPORT ExecutorStats {
   int64_t scheduled = 0;   // executions accepted by Schedule / TrySchedule
   int64_t dispatched = 0;  // executions done dispatching, successfully or not
   int64_t failed = 0;      // of those, the ones whose outputs were failed
@@ -77,7 +78,7 @@ struct ExecutorStats {
   int64_t device_pending = 0;  // dispatched, device completion not yet seen
 };
 
-class Executor {
+class SHARDRT_EXPORT Executor {
  public:
   // `client` is borrowed and must outlive the executor; executions run on client->pool().
   explicit Executor(ComputationClient* client, ExecutorOptions options = {});

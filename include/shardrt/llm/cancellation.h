@@ -4,10 +4,12 @@
 
 #include <atomic>
 
+#include "shardrt/base/export.h"
+
 namespace shardrt::llm {
 
 // Thread-safe; once cancelled, stays cancelled.
-class Cancellation {
+class SHARDRT_EXPORT Cancellation {
  public:
   void Cancel() { cancelled_.store(true, std::memory_order_release); }
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }

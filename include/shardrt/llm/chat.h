@@ -4,11 +4,13 @@
 
 #include <string>
 
+#include "shardrt/base/export.h"
+
 namespace shardrt::llm {
 
 // One turn of a conversation. role: "system", "user" or "assistant" (others are refused);
 // content: the turn's text as it is (UTF-8).
-struct ChatMessage {
+struct SHARDRT_EXPORT ChatMessage {
   std::string role;
   std::string content;
 };

@@ -13,9 +13,11 @@
 
 #include "absl/status/status.h"
 
+#include "shardrt/base/export.h"
+
 namespace shardrt::llm {
 
-struct SamplingOptions {
+struct SHARDRT_EXPORT SamplingOptions {
   double temperature = 0.0;  // 0: greedy; else in (0, 100]
   double top_p = 1.0;        // in (0, 1]
   int64_t top_k = 0;         // 0: no limit; else >= 1
@@ -24,10 +26,10 @@ struct SamplingOptions {
 
 // Whether `options` are in range. Error: InvalidArgument naming the option, its value and the
 // range. Thread-safe (pure).
-[[nodiscard]] absl::Status ValidateSampling(const SamplingOptions& options);
+[[nodiscard]] SHARDRT_EXPORT absl::Status ValidateSampling(const SamplingOptions& options);
 
 // Draws tokens from logits as `options` say (see above). Not thread-safe: one per generation.
-class Sampler {
+class SHARDRT_EXPORT Sampler {
  public:
   // `options` must be valid (ValidateSampling) with temperature > 0.
   explicit Sampler(const SamplingOptions& options) : options_(options), rng_(options.seed) {}

@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shardrt/base/export.h"
 #include "shardrt/llm/cancellation.h"
 #include "shardrt/llm/chat.h"
 #include "shardrt/llm/sampling.h"
@@ -50,7 +51,7 @@ enum class ProgramRetention {
   kReleasePrefill,
 };
 
-struct SessionOptions {
+struct SHARDRT_EXPORT SessionOptions {
   std::string model_path;  // a Llama-architecture GGUF file
   // Devices the model is split over (the first ones of the runtime); 0: all of them.
   int64_t devices = 0;
@@ -73,7 +74,7 @@ enum class PromptFormat {
 // Whether the model's own end tokens (end of text, end of turn) end a generation.
 enum class ModelStopTokens { kStop, kIgnore };
 
-struct StopConditions {
+struct SHARDRT_EXPORT StopConditions {
   ModelStopTokens model_tokens = ModelStopTokens::kStop;
   std::vector<int32_t> tokens;       // more token ids that end a generation
   std::vector<std::string> strings;  // text that ends a generation (not part of the answer)
@@ -82,7 +83,7 @@ struct StopConditions {
 // Whether a generation returns every step's logits (a download of the vocabulary per token).
 enum class LogitsOutput { kDiscard, kKeep };
 
-struct GenerateRequest {
+struct SHARDRT_EXPORT GenerateRequest {
   // The prompt: text (`prompt`), or token ids (`prompt_tokens`, used as they are). Exactly one
   // of the two is set.
   std::string prompt;
@@ -107,10 +108,10 @@ enum class FinishReason {
   kCancelled,   // the request's Cancellation was cancelled
 };
 // "stop_token", "stop_string", "max_tokens", "callback", "cancelled".
-std::string_view FinishReasonName(FinishReason reason);
+SHARDRT_EXPORT std::string_view FinishReasonName(FinishReason reason);
 
 // One generated token, as the callback sees it.
-struct TokenEvent {
+struct SHARDRT_EXPORT TokenEvent {
   int32_t token = 0;
   int64_t index = 0;      // among the generated tokens, from 0
   std::string_view text;  // the answer's text this token completes: whole UTF-8 characters,
@@ -122,7 +123,7 @@ enum class StreamControl { kContinue, kStop };
 // Called on the generating thread for each token, in order, as soon as it is on the host.
 using TokenCallback = std::function<StreamControl(const TokenEvent&)>;
 
-struct GenerateStats {
+struct SHARDRT_EXPORT GenerateStats {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   double prefill_seconds = 0;  // from the prompt's upload to the first token on the host
@@ -133,7 +134,7 @@ struct GenerateStats {
   double decode_tokens_per_second() const;
 };
 
-struct GenerateResult {
+struct SHARDRT_EXPORT GenerateResult {
   std::vector<int32_t> prompt_tokens;  // as the model saw them
   std::vector<int32_t> tokens;         // generated, in order (a stop token included)
   // The answer: the tokens' text without stop tokens, cut before a stop string; bytes that are
@@ -145,7 +146,7 @@ struct GenerateResult {
 };
 
 // What a session's model is.
-struct ModelInfo {
+struct SHARDRT_EXPORT ModelInfo {
   std::string architecture;  // "llama"
   std::string name;          // general.name, when the file has one
   int64_t vocab = 0;
@@ -156,7 +157,7 @@ struct ModelInfo {
   int64_t kv_heads = 0;
 };
 
-class Session {
+class SHARDRT_EXPORT Session {
  public:
   // Reads the model file's metadata, tokenizer and chat template (weights stay in the file
   // until Load). Errors: InvalidArgument for options out of range or a model that cannot be

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "shardrt/base/element_type.h"
+#include "shardrt/base/export.h"
 #include "shardrt/pjrt/client.h"
 #include "shardrt/pjrt/event.h"
 #include "shardrt/pjrt/opaque.h"
@@ -33,7 +34,7 @@ class Buffer;
 // may be reused or freed (always await or keep it per the semantics used).
 struct HostUpload;
 
-class Buffer {
+class SHARDRT_EXPORT Buffer {
  public:
   Buffer() = default;
   // Adopts `buffer` (may be null). `api` must be the plugin's table.
@@ -98,7 +99,7 @@ class Buffer {
   PJRT_Buffer* buffer_ = nullptr;
 };
 
-struct HostUpload {
+struct SHARDRT_EXPORT HostUpload {
   Buffer buffer;
   Event done_with_host_buffer;
 };

@@ -14,19 +14,20 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "shardrt/base/export.h"
 #include "shardrt/pjrt/device.h"
 #include "shardrt/pjrt/named_value.h"
 #include "shardrt/pjrt/plugin.h"
 
 namespace shardrt::pjrt {
 
-struct ClientOptions {
+struct SHARDRT_EXPORT ClientOptions {
   // Passed to PJRT_Client_Create as they are. Which names and types are understood is the
   // plugin's business (unknown names are ignored by some plugins and rejected by others).
   std::vector<NamedValue> create_options;
 };
 
-class Client {
+class SHARDRT_EXPORT Client {
  public:
   // Creates a client of `plugin` with `options`, and reads its platform and devices once.
   // Errors: InvalidArgument for a null plugin; the plugin's error (code and message kept) if

@@ -10,6 +10,8 @@
 
 #include "absl/status/statusor.h"
 
+#include "shardrt/base/export.h"
+
 namespace shardrt::pjrt {
 
 // Which SPMD partitioner XLA runs.
@@ -26,7 +28,7 @@ enum class ShardingPropagation {
   kAllowToParametersAndOutputs,
 };
 
-struct CompileOptions {
+struct SHARDRT_EXPORT CompileOptions {
   int64_t num_replicas = 1;
   int64_t num_partitions = 1;
   // Global device id of each (replica r, partition p), at index r * num_partitions + p.
@@ -41,12 +43,12 @@ struct CompileOptions {
 // Checks the options against `num_devices` addressable devices. Errors (InvalidArgument):
 // counts < 1, more replicas x partitions than devices, an assignment of the wrong size, an
 // unknown or repeated device id.
-[[nodiscard]] absl::Status ValidateCompileOptions(const CompileOptions& options,
-                                                  const std::vector<int64_t>& device_ids);
+[[nodiscard]] SHARDRT_EXPORT absl::Status ValidateCompileOptions(
+    const CompileOptions& options, const std::vector<int64_t>& device_ids);
 
 // Serializes `options` as CompileOptionsProto bytes: device_ordinal -1, num_replicas,
 // num_partitions (always written), use_spmd_partitioning (when partitions > 1), the device
 // assignment, propagation flags, use_shardy_partitioner and DebugOptions overrides. Pure.
-[[nodiscard]] std::string EncodeCompileOptions(const CompileOptions& options);
+[[nodiscard]] SHARDRT_EXPORT std::string EncodeCompileOptions(const CompileOptions& options);
 
 }  // namespace shardrt::pjrt

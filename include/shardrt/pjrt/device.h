@@ -4,12 +4,13 @@
 #include <cstdint>
 #include <string>
 
+#include "shardrt/base/export.h"
 #include "shardrt/pjrt/opaque.h"
 
 namespace shardrt::pjrt {
 
 // Plain data; the handle is borrowed from the Client and valid for the Client's lifetime.
-struct Device {
+struct SHARDRT_EXPORT Device {
   PJRT_Device* handle = nullptr;
   int64_t id = 0;                 // global device id
   int64_t process_index = 0;

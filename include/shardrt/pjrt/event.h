@@ -8,11 +8,12 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "shardrt/base/export.h"
 #include "shardrt/pjrt/opaque.h"
 
 namespace shardrt::pjrt {
 
-class Event {
+class SHARDRT_EXPORT Event {
  public:
   Event() = default;
   // Takes ownership of `event` (may be null: an empty event that is always ready and OK).

@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "shardrt/base/array_shape.h"
 #include "shardrt/base/element_type.h"
+#include "shardrt/base/export.h"
 #include "shardrt/pjrt/buffer.h"
 #include "shardrt/pjrt/client.h"
 #include "shardrt/pjrt/compile_options.h"
@@ -32,13 +33,13 @@ enum class ProgramFormat {
 };
 
 // An output that reuses (aliases) a parameter's buffer: the parameter is donated.
-struct ParameterAlias {
+struct SHARDRT_EXPORT ParameterAlias {
   int64_t output_index = 0;
   int64_t parameter_index = 0;
 };
 
 // Facts about a compiled program, read once at compile time.
-struct ExecutableSignature {
+struct SHARDRT_EXPORT ExecutableSignature {
   int64_t num_replicas = 1;
   int64_t num_partitions = 1;
   // Per-device (shard) shapes, as every device's buffer must have them.
@@ -57,13 +58,13 @@ struct ExecutableSignature {
   bool collective_free = false;
 };
 
-struct ExecuteOptions {
+struct SHARDRT_EXPORT ExecuteOptions {
   // Parameters the program aliases but that must not be donated in this call.
   absl::Span<const int64_t> non_donatable_input_indices;
   int launch_id = 0;
 };
 
-class LoadedExecutable {
+class SHARDRT_EXPORT LoadedExecutable {
  public:
   // Compiles `code` for `client`. Errors: InvalidArgument for bad options (checked before the
   // plugin sees them) and the compiler's error with its message kept (e.g. unparsable MLIR).

@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "shardrt/base/export.h"
 #include "shardrt/pjrt/named_value.h"
 #include "shardrt/pjrt/opaque.h"
 
 namespace shardrt::pjrt {
 
-class Plugin {
+class SHARDRT_EXPORT Plugin {
  public:
   // Loads the plugin at `path`. Errors: NotFound if the file does not exist,
   // InvalidArgument if it is not a loadable library or exports no GetPjrtApi,

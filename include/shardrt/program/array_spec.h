@@ -18,13 +18,14 @@
 #include "absl/strings/string_view.h"
 #include "shardrt/base/array_shape.h"
 #include "shardrt/base/element_type.h"
+#include "shardrt/base/export.h"
 #include "shardrt/program/builder.h"
 #include "shardrt/program/program_text.h"
 #include "shardrt/sharding/sharding.h"
 
 namespace shardrt::stablehlo {
 
-struct ArraySpec {
+struct SHARDRT_EXPORT ArraySpec {
   std::string name;
   ElementType type = ElementType::kF32;
   std::vector<int64_t> dims;
@@ -43,23 +44,24 @@ struct ArraySpec {
 // Error: InvalidArgument naming the array for num_partitions < 1, a split_dim outside
 // [-1, rank), a negative dimension or overflowing element count, or a split dimension that is
 // not a multiple of num_partitions.
-[[nodiscard]] absl::StatusOr<Sharding> ShardingOf(const ArraySpec& spec, int64_t num_partitions);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<Sharding> ShardingOf(const ArraySpec& spec,
+                                                                 int64_t num_partitions);
 
 // The shape every device holds: dims with dims[split_dim] divided by num_partitions.
 // Errors: ShardingOf's.
-[[nodiscard]] absl::StatusOr<std::vector<int64_t>> ShardDims(const ArraySpec& spec,
-                                                             int64_t num_partitions);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<std::vector<int64_t>> ShardDims(const ArraySpec& spec,
+                                                                            int64_t num_partitions);
 
 // A module's signature: parameters and results in order, parameter i donated to output j for
 // each (i, j) of `aliases` (`tf.aliasing_output`).
-struct ModuleSpec {
+struct SHARDRT_EXPORT ModuleSpec {
   std::vector<ArraySpec> parameters, outputs;
   std::vector<std::pair<int64_t, int64_t>> aliases;
 };
 
 // A written module: its text and the global shapes of @main it states (what a CompileRequest's
 // global_shapes takes, so nobody has to read them back from the text).
-struct WrittenModule {
+struct SHARDRT_EXPORT WrittenModule {
   std::string text;
   ProgramSignature signature;
 };
@@ -72,10 +74,8 @@ struct WrittenModule {
 // ([A-Za-z_][A-Za-z0-9_$.]*), a spec ShardingOf refuses or whose type MlirTensorType cannot
 // write, a result count or type that differs from the outputs', or an alias whose indices are
 // out of range or whose parameter and output types differ.
-[[nodiscard]] absl::StatusOr<WrittenModule> WriteModule(absl::string_view name,
-                                                        int64_t num_partitions,
-                                                        const ModuleSpec& spec,
-                                                        const Builder& body,
-                                                        const std::vector<Value>& results);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<WrittenModule> WriteModule(
+    absl::string_view name, int64_t num_partitions, const ModuleSpec& spec, const Builder& body,
+    const std::vector<Value>& results);
 
 }  // namespace shardrt::stablehlo

@@ -23,25 +23,26 @@
 #include "absl/strings/string_view.h"
 #include "shardrt/base/array_shape.h"
 #include "shardrt/base/element_type.h"
+#include "shardrt/base/export.h"
 #include "shardrt/sharding/sharding.h"
 
 namespace shardrt::stablehlo {
 
 // An SSA value of the program being written: its name and its type.
-struct Value {
+struct SHARDRT_EXPORT Value {
   std::string ref;
   ArrayShape shape;
 };
 
 // "array<i64: 1, 2>" ("array<i64>" when empty). Pure.
-[[nodiscard]] std::string I64Array(const std::vector<int64_t>& v);
+[[nodiscard]] SHARDRT_EXPORT std::string I64Array(const std::vector<int64_t>& v);
 // A float literal that reads back as the same f32 ("%.9e"). Pure.
-[[nodiscard]] std::string FloatText(double v);
+[[nodiscard]] SHARDRT_EXPORT std::string FloatText(double v);
 // Shorthands for the emitters' common types.
 inline ArrayShape F32(std::vector<int64_t> dims) { return {ElementType::kF32, std::move(dims)}; }
 inline ArrayShape I32(std::vector<int64_t> dims) { return {ElementType::kS32, std::move(dims)}; }
 
-class Builder {
+class SHARDRT_EXPORT Builder {
  public:
   Builder() = default;
 

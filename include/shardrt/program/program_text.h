@@ -19,17 +19,18 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "shardrt/base/array_shape.h"
+#include "shardrt/base/export.h"
 
 namespace shardrt {
 
 // The global types of @main's parameters and results, in order.
-struct ProgramSignature {
+struct SHARDRT_EXPORT ProgramSignature {
   std::vector<ArrayShape> parameters;
   std::vector<ArrayShape> results;
   bool operator==(const ProgramSignature&) const = default;
 };
 
-struct ProgramInfo {
+struct SHARDRT_EXPORT ProgramInfo {
   // False for MLIR bytecode (then only uses_shardy is read).
   bool is_text = true;
   // @main's types, when the program is text and has a @main.
@@ -42,7 +43,7 @@ struct ProgramInfo {
 };
 
 // True when `program` is MLIR bytecode (it starts with the magic "ML\xefR").
-[[nodiscard]] bool IsMlirBytecode(absl::string_view program);
+[[nodiscard]] SHARDRT_EXPORT bool IsMlirBytecode(absl::string_view program);
 
 // Reads what is listed in ProgramInfo in one pass. Comments (`// ...` to the end of a line)
 // are ignored. Every tensor type in a text program is checked: its element count and byte size
@@ -51,26 +52,27 @@ struct ProgramInfo {
 // a static tensor of a supported element type (or is above limits::kMaxArrayBytes), a tensor
 // type anywhere whose size overflows, a declared count that is not a number that fits, or an
 // unclosed bracket.
-[[nodiscard]] absl::StatusOr<ProgramInfo> InspectProgram(absl::string_view program);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<ProgramInfo> InspectProgram(absl::string_view program);
 
 // The signature of `func.func [public] @main(...) -> ...` in MLIR text: InspectProgram's
 // `signature`. nullopt when `program` is bytecode or has no @main. Errors: InspectProgram's.
-[[nodiscard]] absl::StatusOr<std::optional<ProgramSignature>> ReadProgramSignature(
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<std::optional<ProgramSignature>> ReadProgramSignature(
     absl::string_view program);
 
 // The `mhlo.num_partitions` the module declares: nullopt when it declares none, or when the
 // program is bytecode. Errors: InspectProgram's.
-[[nodiscard]] absl::StatusOr<std::optional<int64_t>> DeclaredPartitions(absl::string_view program);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<std::optional<int64_t>> DeclaredPartitions(
+    absl::string_view program);
 
 // True when the program uses the Shardy dialect (an `sdy.` name anywhere, in text or in the
 // string table of bytecode); such a program needs the Shardy partitioner. Never fails.
-[[nodiscard]] bool UsesShardy(absl::string_view program);
+[[nodiscard]] SHARDRT_EXPORT bool UsesShardy(absl::string_view program);
 
 // The MLIR type of an array: "tensor<10x3xf32>", "tensor<i1>" for a pred scalar, the element
 // type's own MLIR name (ElementTypeMlirName) for every element type.
 // Error: InvalidArgument naming the shape for an element type without an MLIR name
 // (kInvalid), a negative dimension, a rank above limits::kMaxRank, or an element count or
 // byte size that overflows int64.
-[[nodiscard]] absl::StatusOr<std::string> MlirTensorType(const ArrayShape& shape);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<std::string> MlirTensorType(const ArrayShape& shape);
 
 }  // namespace shardrt

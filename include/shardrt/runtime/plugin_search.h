@@ -14,6 +14,8 @@
 
 #include "absl/status/statusor.h"
 
+#include "shardrt/base/export.h"
+
 namespace shardrt {
 
 // Where a plugin path came from.
@@ -23,18 +25,19 @@ enum class PluginSource {
   kDefault,      // next to libshardrt (installed or built)
 };
 
-struct FoundPlugin {
+struct SHARDRT_EXPORT FoundPlugin {
   std::string path;
   PluginSource source = PluginSource::kDefault;
 };
 
 // The default plugin's path (step 3), whether or not the file exists. Error: Internal when the
 // location of libshardrt cannot be determined. Thread-safe.
-[[nodiscard]] absl::StatusOr<std::string> DefaultPluginPath();
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<std::string> DefaultPluginPath();
 
 // Runs the search above for `explicit_path` (may be empty). Reads the environment, changes
 // nothing. Error: NotFound naming every place tried, what each held, and why it was refused.
 // Thread-safe (as long as nothing else changes the environment meanwhile).
-[[nodiscard]] absl::StatusOr<FoundPlugin> FindPlugin(const std::string& explicit_path);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<FoundPlugin> FindPlugin(
+    const std::string& explicit_path);
 
 }  // namespace shardrt

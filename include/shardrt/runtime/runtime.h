@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "shardrt/base/export.h"
 #include "shardrt/base/thread_pool.h"
 #include "shardrt/client/computation_client.h"
 #include "shardrt/executor/executor.h"
@@ -42,7 +43,7 @@ inline constexpr char kCompileCacheEnv[] = "SHARDRT_COMPILE_CACHE";
 // ignore it).
 enum class CompileCacheEnv { kRead, kIgnore };
 
-struct RuntimeOptions {
+struct SHARDRT_EXPORT RuntimeOptions {
   // Path of the PJRT plugin. Empty (default): $SHARDRT_PJRT_PLUGIN, then the CPU plugin next to
   // libshardrt (see plugin_search.h).
   std::string plugin;
@@ -80,7 +81,7 @@ struct RuntimeOptions {
   CompileCacheEnv compile_cache_env = CompileCacheEnv::kRead;
 };
 
-class Runtime {
+class SHARDRT_EXPORT Runtime {
  public:
   // Loads the plugin, creates its client and the objects above it. Errors (nothing is left
   // behind): NotFound naming every place searched for the plugin; InvalidArgument for negative

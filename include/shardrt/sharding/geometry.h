@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "shardrt/base/export.h"
 #include "shardrt/sharding/shape.h"
 #include "shardrt/sharding/sharding.h"
 
@@ -30,11 +31,11 @@ namespace shardrt {
 // (`num_devices`, if given, must match); `num_devices` for the other kinds (required).
 // Error: InvalidArgument for a missing or mismatched count, a count outside
 // [1, TileAssignment::kMaxDevices], a maximal device >= the count, or a manual sharding.
-[[nodiscard]] absl::StatusOr<int64_t> ResolveNumDevices(const Sharding& sharding,
-                                                        std::optional<int64_t> num_devices);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<int64_t> ResolveNumDevices(
+    const Sharding& sharding, std::optional<int64_t> num_devices);
 
 // Which tile one device holds, independent of any array shape.
-struct DevicePlacement {
+struct SHARDRT_EXPORT DevicePlacement {
   int64_t device = 0;
   bool holds_data = false;
   int64_t tile = -1;   // row-major index among the data tiles; -1 without data
@@ -43,12 +44,12 @@ struct DevicePlacement {
 };
 
 // One entry per device 0..N-1 (N from ResolveNumDevices), in device order.
-[[nodiscard]] absl::StatusOr<std::vector<DevicePlacement>> PlaceDevices(
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<std::vector<DevicePlacement>> PlaceDevices(
     const Sharding& sharding, std::optional<int64_t> num_devices = std::nullopt);
 
 // The geometry of one (shape, sharding, device count): computed once by Create, then every
 // accessor is O(1) (spans point into the object). Immutable; thread-safe to share.
-class ShardGeometry {
+class SHARDRT_EXPORT ShardGeometry {
  public:
   // Error: InvalidArgument for a negative dim, an element count overflowing int64, a tiled
   // sharding whose data rank differs from the shape's rank, or as ResolveNumDevices.

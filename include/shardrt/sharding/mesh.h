@@ -16,17 +16,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "shardrt/base/export.h"
 #include "shardrt/sharding/sharding.h"
 
 namespace shardrt {
 
-struct MeshAxis {
+struct SHARDRT_EXPORT MeshAxis {
   std::string name;
   int64_t size = 1;
   bool operator==(const MeshAxis&) const = default;
 };
 
-class Mesh {
+class SHARDRT_EXPORT Mesh {
  public:
   // `device_ids`: the row-major mesh array, a permutation of 0..N-1 where N is the product of
   // the axis sizes; empty means 0..N-1 in order.
@@ -55,6 +56,7 @@ using PartitionSpec = std::vector<std::vector<std::string>>;
 
 // The sharding of an array of rank spec.size() laid out by `spec` on `mesh`.
 // Error: InvalidArgument naming the axis if it is not in the mesh or is used twice.
-[[nodiscard]] absl::StatusOr<Sharding> NamedSharding(const Mesh& mesh, const PartitionSpec& spec);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<Sharding> NamedSharding(const Mesh& mesh,
+                                                                    const PartitionSpec& spec);
 
 }  // namespace shardrt

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "shardrt/base/array_shape.h"  // DimsToString
+#include "shardrt/base/export.h"
 
 namespace shardrt {
 
@@ -23,7 +24,7 @@ using Shape = std::vector<int64_t>;
 // Number of elements of `dims`: 1 for rank 0.
 // Error: InvalidArgument naming the dimension if one is negative, or if the count overflows
 // int64. `what` names the shape in the message ("the shape", "tile dims", ...).
-[[nodiscard]] absl::StatusOr<int64_t> NumElements(std::span<const int64_t> dims,
-                                                  absl::string_view what = "the shape");
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<int64_t> NumElements(
+    std::span<const int64_t> dims, absl::string_view what = "the shape");
 
 }  // namespace shardrt

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "shardrt/base/export.h"
 #include "shardrt/sharding/shape.h"
 #include "shardrt/sharding/tile_assignment.h"
 
@@ -38,7 +39,7 @@ namespace shardrt {
 // The kind of a trailing subgroup dim of a tile assignment (XLA's `last_tile_dims`).
 enum class SubgroupType : uint8_t { kManual, kReplicated };
 
-class Sharding {
+class SHARDRT_EXPORT Sharding {
  public:
   enum class Kind : uint8_t { kReplicated, kMaximal, kManual, kTiled };
 
@@ -96,6 +97,6 @@ class Sharding {
   std::vector<SubgroupType> subgroup_types_;
 };
 
-std::ostream& operator<<(std::ostream& os, const Sharding& sharding);
+SHARDRT_EXPORT std::ostream& operator<<(std::ostream& os, const Sharding& sharding);
 
 }  // namespace shardrt

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "shardrt/base/export.h"
 #include "shardrt/sharding/sharding.h"
 
 namespace shardrt {
@@ -40,10 +41,10 @@ enum class DeviceListStyle : uint8_t {
 // the problem: malformed text, a device list whose size differs from the product of the tile
 // dims, duplicate or out-of-range ids, bad iota dims or permutation, non-positive tile dims,
 // integers that overflow int64, unsupported forms.
-[[nodiscard]] absl::StatusOr<Sharding> ParseSharding(absl::string_view text);
+[[nodiscard]] SHARDRT_EXPORT absl::StatusOr<Sharding> ParseSharding(absl::string_view text);
 
 // Prints `sharding` as XLA text.
-std::string PrintSharding(const Sharding& sharding,
-                          DeviceListStyle style = DeviceListStyle::kCanonical);
+SHARDRT_EXPORT std::string PrintSharding(const Sharding& sharding,
+                                         DeviceListStyle style = DeviceListStyle::kCanonical);
 
 }  // namespace shardrt

@@ -14,11 +14,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "shardrt/base/export.h"
 #include "shardrt/sharding/shape.h"
 
 namespace shardrt {
 
-class TileAssignment {
+class SHARDRT_EXPORT TileAssignment {
  public:
   // The most devices one tile assignment may hold. Bounds the memory any text or proto input
   // can make us allocate.
@@ -80,11 +81,12 @@ class TileAssignment {
 
 // Transposes a row-major array of shape `dims`: result dim j is dim perm[j]. Preconditions
 // (unchecked): perm is a permutation of 0..dims.size()-1 and data.size() == product(dims).
-std::vector<int64_t> TransposeArray(std::span<const int64_t> data, std::span<const int64_t> dims,
-                                    std::span<const int64_t> perm);
+SHARDRT_EXPORT std::vector<int64_t> TransposeArray(std::span<const int64_t> data,
+                                                   std::span<const int64_t> dims,
+                                                   std::span<const int64_t> perm);
 
 // OK if `perm` is a permutation of 0..rank-1; otherwise InvalidArgument naming `what`.
-[[nodiscard]] absl::Status CheckPermutation(std::span<const int64_t> perm, int64_t rank,
-                                            absl::string_view what);
+[[nodiscard]] SHARDRT_EXPORT absl::Status CheckPermutation(std::span<const int64_t> perm,
+                                                           int64_t rank, absl::string_view what);
 
 }  // namespace shardrt
