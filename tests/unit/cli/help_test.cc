@@ -162,6 +162,20 @@ TEST(CommandHelpTest, EveryFlagIsOneLineWithItsDescriptionRangeAndDefault) {
   }
 }
 
+// A command typed another way (a program of its own built on the command's table) has the same
+// help but for the usage line.
+TEST(CommandHelpTest, InvocationStartsTheUsageLine) {
+  for (const CommandDef* command : Commands()) {
+    SCOPED_TRACE(command->name);
+    const std::string help = CommandHelp(*command);
+    EXPECT_EQ(CommandHelp(*command, absl::StrCat("shardrt ", command->name)), help);
+    const std::string other = CommandHelp(*command, "some_tool");
+    const std::string usage = absl::StrCat("usage: some_tool ", command->usage, "\n");
+    EXPECT_THAT(other, StartsWith(usage));
+    EXPECT_EQ(other.substr(usage.size()), help.substr(help.find('\n') + 1));
+  }
+}
+
 TEST(CommandHelpTest, GenerateListsItsDefaultsAndRanges) {
   const std::string help = CommandHelp(*FindCommand("generate"));
   EXPECT_THAT(help, HasSubstr("--max-tokens N"));
