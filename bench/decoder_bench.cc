@@ -1,5 +1,5 @@
 // Tokens per second of the demo decoder (models/decoder) generating greedily with
-// ExecuteReplicated, the loop `shardrt demo` runs: prefill, then one donated-KV-cache decode
+// ExecuteReplicated, the loop bench/decoder_demo runs: prefill, then one donated-KV-cache decode
 // step per token, tokens kept on device and downloaded once at the end. Compilation, weight and
 // position uploads and one warm-up generation happen before timing; a timed generation is
 // prefill + (tokens - 1) decode steps + the token download.

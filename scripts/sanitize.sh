@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the integration tests with sanitizers and runs them on the real plugin:
 #   address  AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer (build-address/):
-#            every integration test binary (the CLI tests run the instrumented CLI) and the
-#            model code's unit tests (GGUF reader, tokenizer, emitter)
+#            every integration test binary (the CLI and decoder tests run the instrumented
+#            shardrt and decoder_demo) and the model code's unit tests (GGUF reader, tokenizer,
+#            emitter)
 #   thread   ThreadSanitizer (build-thread/): the client, runtime and executor tests (not the
 #            model's: the plugin's JIT-compiled collectives copy between its own threads in
 #            code TSan cannot see, which it reports as races with no frame to suppress by)
@@ -21,7 +22,7 @@ for kind in "${kinds[@]}"; do
       targets=(shardrt_pjrt_integration_tests shardrt_client_integration_tests
                shardrt_runtime_integration_tests shardrt_executor_integration_tests
                shardrt_cli_integration_tests shardrt_decoder_integration_tests
-               shardrt_llama_integration_tests shardrt_llama_tests shardrt_bin) ;;
+               shardrt_llama_integration_tests shardrt_llama_tests shardrt_bin decoder_demo) ;;
     thread)
       flags="thread"
       targets=(shardrt_client_integration_tests shardrt_runtime_integration_tests
@@ -33,7 +34,7 @@ for kind in "${kinds[@]}"; do
     -DSHARDRT_BUILD_BENCH=OFF > /dev/null
   cmake --build "$dir" --target "${targets[@]}"
   for t in "${targets[@]}"; do
-    [ "$t" = shardrt_bin ] && continue
+    case "$t" in shardrt_bin | decoder_demo) continue ;; esac
     echo "== $kind ($flags): $t"
     ASAN_OPTIONS=detect_leaks=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

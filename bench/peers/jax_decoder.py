@@ -7,7 +7,7 @@ positions; wq/wk/wv/w1 split on dim 1, wo/w2 on dim 0, caches by heads, the rest
 q/k/v constrained to be split by heads. Weights and prompt come from the same splitmix64
 streams as models/decoder/decoder_weights.cc, so both runtimes must generate the same tokens.
 
-The loop mirrors bench/decoder_bench.cc (and `shardrt demo`): prefill, then tokens - 1 decode
+The loop mirrors bench/decoder_bench.cc (and bench/decoder_demo): prefill, then tokens - 1 decode
 steps with donated caches, the token and position arrays already on device, tokens downloaded
 once at the end. One warm-up generation (tracing and compilation) before timing.
 

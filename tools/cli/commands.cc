@@ -5,8 +5,7 @@ namespace {
 
 // In the order help lists them. The entries are constant-initialized (no start-up order).
 constexpr const CommandDef* kCommands[] = {
-    &kDevicesCommand, &kShardInfoCommand, &kRunCommand,
-    &kGenerateCommand, &kDemoCommand, &kCacheCommand,
+    &kDevicesCommand, &kShardInfoCommand, &kRunCommand, &kGenerateCommand, &kCacheCommand,
 };
 
 }  // namespace

@@ -60,7 +60,6 @@ extern const CommandDef kDevicesCommand;
 extern const CommandDef kShardInfoCommand;
 extern const CommandDef kRunCommand;
 extern const CommandDef kGenerateCommand;
-extern const CommandDef kDemoCommand;
 extern const CommandDef kCacheCommand;
 
 // The commands' bodies; each parses `args` with its CommandDef's flags (InvalidArgument for bad
@@ -68,7 +67,6 @@ extern const CommandDef kCacheCommand;
 [[nodiscard]] absl::Status DevicesCommand(const std::vector<std::string>& args);
 [[nodiscard]] absl::Status ShardInfoCommand(const std::vector<std::string>& args);
 [[nodiscard]] absl::Status RunCommand(const std::vector<std::string>& args);
-[[nodiscard]] absl::Status DemoCommand(const std::vector<std::string>& args);
 [[nodiscard]] absl::Status GenerateCommand(const std::vector<std::string>& args);
 [[nodiscard]] absl::Status CacheCommand(const std::vector<std::string>& args);
 

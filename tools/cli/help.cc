@@ -63,12 +63,16 @@ std::string Columns(const Rows& rows, size_t width) {
 }  // namespace
 
 std::string CommandHelp(const CommandDef& command) {
+  return CommandHelp(command, absl::StrCat("shardrt ", command.name));
+}
+
+std::string CommandHelp(const CommandDef& command, absl::string_view invocation) {
   Rows own;
   for (const FlagDef& def : command.flags) own.emplace_back(FlagColumn(def), FlagText(def));
   const Rows common = {{FlagColumn(kTimeoutFlag), FlagText(kTimeoutFlag)},
                        {"-h, --help", "print this help and exit"}};
   const size_t width = std::max(ColumnWidth(own), ColumnWidth(common));
-  return absl::StrCat("usage: shardrt ", command.name, " ", command.usage, "\n\n",
+  return absl::StrCat("usage: ", invocation, " ", command.usage, "\n\n",
                       command.summary, "\n\nflags:\n", Columns(own, width),
                       "\nflags of every command:\n", Columns(common, width));
 }

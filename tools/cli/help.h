@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "cli/commands.h"
 
 namespace shardrt::cli {
@@ -13,6 +14,10 @@ namespace shardrt::cli {
 // accepted range, default), then the flags every command takes (--timeout, --help). Ends with a
 // newline. Thread-safe (pure).
 std::string CommandHelp(const CommandDef& command);
+// The same for `command` typed as `invocation` (e.g. "shardrt generate", or the name of a
+// program of its own built on the command): the usage line reads "usage: INVOCATION USAGE".
+// CommandHelp(command) is CommandHelp(command, "shardrt NAME"). Thread-safe (pure).
+std::string CommandHelp(const CommandDef& command, absl::string_view invocation);
 
 // The text of `shardrt --help` and `shardrt help`: the usage line and one line per command
 // (Commands()) with its summary. Ends with a newline. Thread-safe (pure).

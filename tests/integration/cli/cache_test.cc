@@ -230,8 +230,6 @@ TEST(CliCacheTest, BadUsesAreOneLineErrors) {
                    "no compile cache directory '/nonexistent'");
   ExpectCleanError("run " + kProgram + " --devices 8 --compile-cache=",
                    "flag --compile-cache: expected a folder or 'off', got ''");
-  ExpectCleanError("demo --devices 8 --compile-cache=",
-                   "flag --compile-cache: expected a folder or 'off', got ''");
   // A file where the directory should be is not a cache to list.
   const std::string dir = testing::MakeTempDir();
   FILE* f = std::fopen((dir + "/file").c_str(), "w");

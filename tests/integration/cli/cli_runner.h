@@ -1,4 +1,5 @@
-// Runs the CLI binary (SHARDRT_CLI_PATH) for tests, with stdout and stderr captured apart.
+// Runs the CLI binary (SHARDRT_CLI_PATH), or another program built on the CLI's library (the
+// decoder demo), for tests, with stdout and stderr captured apart.
 #pragma once
 
 #include <sys/wait.h>
@@ -26,11 +27,11 @@ inline std::string MakeTempDir() {
   return mkdtemp(tmpl);
 }
 
-// Runs `shardrt <args>` through the shell (args are shell words).
-inline CliResult RunCliCaptured(const std::string& args) {
+// Runs `<binary> <args>` through the shell (args are shell words).
+inline CliResult RunCaptured(const std::string& binary, const std::string& args) {
   static const std::string err_dir = MakeTempDir();
   const std::string err_path = err_dir + "/stderr";
-  const std::string cmd = std::string(SHARDRT_CLI_PATH) + " " + args + " 2>" + err_path;
+  const std::string cmd = binary + " " + args + " 2>" + err_path;
   CliResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -46,14 +47,26 @@ inline CliResult RunCliCaptured(const std::string& args) {
   return r;
 }
 
-// Expects a clean failure of `shardrt <args>`: exit 1, one line on stderr that holds `expected`.
-inline void ExpectCleanError(const std::string& args, const std::string& expected) {
+// Runs `shardrt <args>` through the shell (args are shell words).
+inline CliResult RunCliCaptured(const std::string& args) {
+  return RunCaptured(SHARDRT_CLI_PATH, args);
+}
+
+// Expects a clean failure of `<binary> <args>`: exit 1, one line on stderr that holds
+// `expected`.
+inline void ExpectCleanErrorOf(const std::string& binary, const std::string& args,
+                               const std::string& expected) {
   SCOPED_TRACE(args);
-  CliResult r = RunCliCaptured(args);
+  CliResult r = RunCaptured(binary, args);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   ASSERT_FALSE(r.err.empty());
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
   EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+}
+
+// Expects a clean failure of `shardrt <args>`: exit 1, one line on stderr that holds `expected`.
+inline void ExpectCleanError(const std::string& args, const std::string& expected) {
+  ExpectCleanErrorOf(SHARDRT_CLI_PATH, args, expected);
 }
 
 }  // namespace shardrt::cli::testing

@@ -97,45 +97,6 @@ TEST(CliTest, BadInputIsOneLineOnStderrAndNonZeroExit) {
   }
 }
 
-}  // namespace
-}  // namespace shardrt::cli
-
-namespace shardrt::cli {
-namespace {
-
-std::string Line(const std::string& out, const std::string& prefix) {
-  size_t pos = out.find(prefix);
-  if (pos == std::string::npos) return "";
-  return out.substr(pos, out.find('\n', pos) - pos);
-}
-
-TEST(CliTest, DemoGeneratesTheSameTokensOnOneAndEightDevices) {
-  Result one = RunCli("demo --devices 1 --tokens 24 --seed 7");
-  Result eight = RunCli("demo --devices 8 --tokens 24 --seed 7 --metrics");
-  ASSERT_EQ(one.exit_code, 0) << one.out;
-  ASSERT_EQ(eight.exit_code, 0) << eight.out;
-  const std::string tokens = Line(one.out, "tokens: ");
-  ASSERT_FALSE(tokens.empty()) << one.out;
-  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ' '), 24);
-  EXPECT_EQ(tokens, Line(eight.out, "tokens: "));
-  EXPECT_NE(Line(eight.out, "decoded 24 tokens in ").find("tokens/s)"), std::string::npos);
-  EXPECT_NE(eight.out.find("Metric: ExecuteReplicatedTime"), std::string::npos);
-  // A different seed gives a different model and sequence.
-  Result other = RunCli("demo --devices 8 --tokens 24 --seed 8");
-  ASSERT_EQ(other.exit_code, 0) << other.out;
-  EXPECT_NE(Line(other.out, "tokens: "), tokens);
-  // Bad sizes are clear errors: 8 heads do not split over 3 devices.
-  Result bad = RunCli("demo --devices 3", /*merge=*/true);
-  EXPECT_NE(bad.exit_code, 0);
-  EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
-}
-
-}  // namespace
-}  // namespace shardrt::cli
-
-namespace shardrt::cli {
-namespace {
-
 TEST(CliTest, RunCompilesShardyAnnotatedProgramsWithShardy) {
   const std::string dir = TempDir();
   NpyArray x{ElementType::kF32, {16, 4}, std::vector<uint8_t>(256)};
@@ -156,55 +117,6 @@ TEST(CliTest, RunCompilesShardyAnnotatedProgramsWithShardy) {
     for (int row = 0; row < 16; ++row) e += xv[row * 4 + c];
     EXPECT_NEAR(sv[c], e, 1e-4);
   }
-}
-
-}  // namespace
-}  // namespace shardrt::cli
-
-namespace shardrt::cli {
-namespace {
-
-// Past 2 x 64 tokens the demo reads tokens back in batches while later steps run: the sequence
-// is the same on 1 and 8 devices, whole and in order.
-TEST(CliTest, DemoReadsLongGenerationsInBatches) {
-  Result one = RunCli("demo --devices 1 --tokens 300 --seed 3");
-  Result eight = RunCli("demo --devices 8 --tokens 300 --seed 3");
-  ASSERT_EQ(one.exit_code, 0) << one.out;
-  ASSERT_EQ(eight.exit_code, 0) << eight.out;
-  const std::string tokens = Line(one.out, "tokens: ");
-  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ' '), 300) << tokens;
-  EXPECT_EQ(tokens, Line(eight.out, "tokens: "));
-  EXPECT_NE(Line(eight.out, "decoded 300 tokens in ").find("tokens/s)"), std::string::npos);
-}
-
-// Sizes the machine cannot hold are one line naming the flags, their values and the limit,
-// before anything is allocated or compiled.
-TEST(CliTest, DemoRejectsModelsTooLargeWithOneLine) {
-  struct Case {
-    std::string args;
-    std::string expected;
-  } cases[] = {
-      {"demo --d-model 65536",
-       "flag --d-model 65536: array w1 f32[65536,262144] would take 64 GiB, over the demo's "
-       "limit of 512 MiB per array"},
-      {"demo --layers 1024", "flag --layers 1024: over the demo's limit of 64 layers"},
-      {"demo --d-model 4096 --tokens 65536",
-       "flags --d-model 4096 --tokens 65536: array pos_embed f32[65544,4096] would take 1.00 GiB"},
-      {"demo --d-model 4096 --layers 8",
-       "flags --d-model 4096 --layers 8: the weights would take 6.01 GiB, over the demo's limit "
-       "of 2 GiB"},
-      {"demo --d-model 512 --layers 64 --tokens 65536",
-       "flags --d-model 512 --layers 64 --tokens 65536 --devices 8: the devices would hold"},
-  };
-  for (const Case& c : cases) {
-    Result r = RunCli(c.args, /*merge=*/true);
-    EXPECT_NE(r.exit_code, 0) << c.args;
-    EXPECT_NE(r.out.find(c.expected), std::string::npos) << c.args << "\n" << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << "\n" << r.out;
-  }
-  // At the limits the demo runs.
-  Result at_limit = RunCli("demo --devices 8 --layers 64 --tokens 2");
-  EXPECT_EQ(at_limit.exit_code, 0) << at_limit.out;
 }
 
 }  // namespace

@@ -86,7 +86,8 @@ TEST(CliHelpTest, OverviewListsEveryCommand) {
 // is loaded, no file read); --timeout is still taken.
 TEST(CliHelpTest, HelpDoesNotRunTheCommand) {
   for (const char* args : {"run --help", "run /nonexistent.mlir --devices 0 -h",
-                           "devices --plugin /nonexistent.so --help", "demo --bogus --help", "cache info --timeout 0 --help",
+                           "devices --plugin /nonexistent.so --help", "generate --bogus --help",
+                           "cache info --timeout 0 --help",
                            "shard-info --timeout 5 --help", "cache clear --help",
                            "generate --prompt hi --model /nonexistent.gguf -h"}) {
     SCOPED_TRACE(args);
@@ -106,14 +107,18 @@ TEST(CliHelpTest, HelpAsAFlagsValueIsTheValue) {
 
 TEST(CliHelpTest, UnknownCommandsAndFlagsAreOneLineErrors) {
   ExpectOneLineError("bogus", 2, "shardrt: unknown command 'bogus' (try: shardrt --help)");
+  // The decoder demo is a program of its own (build/bench/decoder_demo), not a command.
+  ExpectOneLineError("demo", 2, "shardrt: unknown command 'demo' (try: shardrt --help)");
+  ExpectOneLineError("demo --devices 8 --tokens 32", 2, "shardrt: unknown command 'demo'");
+  ExpectOneLineError("help demo", 2, "shardrt: unknown command 'demo' (try: shardrt --help)");
   ExpectOneLineError("help bogus", 2, "shardrt: unknown command 'bogus' (try: shardrt --help)");
   ExpectOneLineError("'bad\ncommand'", 2, "unknown command 'bad\\ncommand'");
-  ExpectOneLineError("help run demo", 2, "usage: shardrt help [COMMAND]");
+  ExpectOneLineError("help run generate", 2, "usage: shardrt help [COMMAND]");
   ExpectOneLineError("devices --bogus", 1,
                      "shardrt devices: unknown flag --bogus (see: shardrt devices --help)");
   ExpectOneLineError("generate --max-tokens", 1, "flag --max-tokens needs a value");
   ExpectOneLineError("shard-info --json=yes", 1, "flag --json takes no value");
-  ExpectOneLineError("demo --help=1", 1, "flag --help takes no value");
+  ExpectOneLineError("run --help=1", 1, "flag --help takes no value");
   ExpectOneLineError("cache info --timeout 0", 1,
                      "flag --timeout: expected a whole number of seconds in [1, 86400], got '0'");
 }

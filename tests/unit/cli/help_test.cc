@@ -45,7 +45,7 @@ std::string ValidValue(const FlagDef& def) {
 }
 
 TEST(CommandTableTest, CommandsAreFoundByName) {
-  ASSERT_EQ(Commands().size(), 6u);
+  ASSERT_EQ(Commands().size(), 5u);
   std::set<absl::string_view> names;
   for (const CommandDef* command : Commands()) {
     EXPECT_EQ(FindCommand(command->name), command);
@@ -56,8 +56,9 @@ TEST(CommandTableTest, CommandsAreFoundByName) {
     EXPECT_EQ(command->summary.back(), '.') << command->name;
   }
   EXPECT_THAT(names, ::testing::UnorderedElementsAre("devices", "shard-info", "run", "generate",
-                                                     "demo", "cache"));
+                                                     "cache"));
   EXPECT_EQ(FindCommand("bogus"), nullptr);
+  EXPECT_EQ(FindCommand("demo"), nullptr);  // bench/decoder_demo, a program of its own
   EXPECT_EQ(FindCommand(""), nullptr);
 }
 
@@ -159,6 +160,20 @@ TEST(CommandHelpTest, EveryFlagIsOneLineWithItsDescriptionRangeAndDefault) {
     EXPECT_THAT(help, HasSubstr("\n  --timeout SECONDS "));
     EXPECT_THAT(help, HasSubstr("an integer in [1, 86400] (default: none)\n"));
     EXPECT_THAT(help, HasSubstr("\n  -h, --help "));
+  }
+}
+
+// A command typed another way (a program of its own built on the command's table) has the same
+// help but for the usage line.
+TEST(CommandHelpTest, InvocationStartsTheUsageLine) {
+  for (const CommandDef* command : Commands()) {
+    SCOPED_TRACE(command->name);
+    const std::string help = CommandHelp(*command);
+    EXPECT_EQ(CommandHelp(*command, absl::StrCat("shardrt ", command->name)), help);
+    const std::string other = CommandHelp(*command, "some_tool");
+    const std::string usage = absl::StrCat("usage: some_tool ", command->usage, "\n");
+    EXPECT_THAT(other, StartsWith(usage));
+    EXPECT_EQ(other.substr(usage.size()), help.substr(help.find('\n') + 1));
   }
 }
 

@@ -1,8 +1,17 @@
-// shardrt demo: a small decoder-only transformer, sharded Megatron style over N devices,
-// generating tokens greedily: prefill, then one donated-KV-cache decode step per token, each
-// scheduled on the asynchronous executor. Step n+1 is scheduled on step n's output placeholders
-// before step n has run, so the host runs ahead of the device (by at most the executor's
-// in-flight bound).
+// build/bench/decoder_demo: the small random-weight decoder of models/decoder, sharded Megatron
+// style over N devices, generating tokens greedily: prefill, then one donated-KV-cache decode
+// step per token, each scheduled on the asynchronous executor. Step n+1 is scheduled on step n's
+// output placeholders before step n has run, so the host runs ahead of the device (by at most the
+// executor's in-flight bound). A fixture of bench/soak, bench/compile_cache and the decoder
+// integration tests, not part of the shipped CLI: it takes the CLI's flag tables, help,
+// --timeout, runtime set-up and reports from shardrt_cli (tools/cli), and runs as
+//
+//   build/bench/decoder_demo [--devices N] [--tokens T] [--layers L] [--d-model D] [--seed S]
+//                            [--metrics] [--trace FILE] [--plugin PATH] [--compile-cache DIR|off]
+//
+// printing the prompt, the generated tokens and the rate on stdout, and a progress bar on stderr
+// when it is a terminal; `--help` lists the flags with their ranges and defaults. Errors are one
+// line on stderr ("decoder_demo: MESSAGE") and exit 1.
 //
 // Memory per generated token is the token itself: each step's position is uploaded when the step
 // is scheduled, only the KV caches and the newest token placeholder are carried to the next
@@ -23,6 +32,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cli/command_main.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/runtime_setup.h"
@@ -34,9 +44,15 @@
 #include "shardrt/base/status_macros.h"
 #include "shardrt/executor/executor.h"
 
-namespace shardrt::cli {
+namespace shardrt::bench {
 namespace {
 
+using cli::CommandDef;
+using cli::CommandReports;
+using cli::CreateCliRuntime;
+using cli::FlagDef;
+using cli::Flags;
+using cli::FlagType;
 using decoder::DecoderConfig;
 using decoder::DecoderProgram;
 
@@ -120,7 +136,7 @@ void Progress(bool enabled, int64_t done, int64_t total) {
 // --layers' description states the limit.
 static_assert(kMaxDemoLayers == 64);
 constexpr FlagDef kFlags[] = {
-    kDevicesFlag,
+    cli::kDevicesFlag,
     {.name = "tokens", .type = FlagType::kInteger, .value_name = "T",
      .description = "tokens to generate", .default_text = "32", .int_min = 1,
      .int_max = 1 << 16},
@@ -133,10 +149,10 @@ constexpr FlagDef kFlags[] = {
     {.name = "seed", .type = FlagType::kInteger, .value_name = "S",
      .description = "the seed of the random weights and prompt", .default_text = "42",
      .int_min = 0, .int_max = INT64_MAX},
-    kMetricsFlag,
-    kTraceFlag,
-    kPluginFlag,
-    kCompileCacheFlag,
+    cli::kMetricsFlag,
+    cli::kTraceFlag,
+    cli::kPluginFlag,
+    cli::kCompileCacheFlag,
 };
 
 // The demo command's flags, read and checked. Owns copies of the values.
@@ -322,21 +338,11 @@ class TokenReader {
   return std::move(reader.ids());
 }
 
-}  // namespace
-
-constinit const CommandDef kDemoCommand{
-    .name = "demo",
-    .usage = "[flags]",
-    .summary = "Generates tokens greedily with a small random-weight transformer, sharded "
-               "Megatron style over N devices.",
-    .flags = kFlags,
-    .run = DemoCommand};
-
-// The `demo` subcommand (see commands.h). Prints the prompt, the generated tokens and the rate
-// on stdout. Errors: bad flags and sizes (InvalidArgument, before anything is allocated), the
+// The demo: parses `args` with kFlags, prints the prompt, the generated tokens and the rate on
+// stdout. Errors: bad flags and sizes (InvalidArgument, before anything is allocated), the
 // runtime's, compilation's and the executions' errors. Owns everything it creates; runs on the
 // calling thread (the executor's pool does the work).
-absl::Status DemoCommand(const std::vector<std::string>& args) {
+[[nodiscard]] absl::Status DemoCommand(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(const DemoFlags demo, ParseDemoFlags(args));
   const DecoderConfig& config = demo.config;
 
@@ -366,4 +372,20 @@ absl::Status DemoCommand(const std::vector<std::string>& args) {
   return reports.Finish();
 }
 
-}  // namespace shardrt::cli
+// The demo as a CLI command of its own program: its flags, help and summary.
+constexpr CommandDef kDemoCommand{
+    .name = "decoder_demo",
+    .usage = "[flags]",
+    .summary = "Generates tokens greedily with a small random-weight transformer, sharded "
+               "Megatron style over N devices.",
+    .flags = kFlags,
+    .run = DemoCommand};
+
+}  // namespace
+}  // namespace shardrt::bench
+
+int main(int argc, char** argv) {
+  return shardrt::cli::RunCommandLine(shardrt::bench::kDemoCommand,
+                                      std::vector<std::string>(argv + 1, argv + argc),
+                                      "decoder_demo");
+}
