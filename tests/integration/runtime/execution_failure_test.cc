@@ -14,9 +14,14 @@
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 // The sanitizers' allocators report huge requests as errors by default; the plugin's own
-// allocation failure is what this test looks at.
-extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
-extern "C" const char* __tsan_default_options() { return "allocator_may_return_null=1"; }
+// allocation failure is what this test looks at. The sanitizer runtime finds these hooks in the
+// executable's dynamic symbols: default visibility, whatever the build's preset (hidden).
+extern "C" __attribute__((visibility("default"))) const char* __asan_default_options() {
+  return "allocator_may_return_null=1";
+}
+extern "C" __attribute__((visibility("default"))) const char* __tsan_default_options() {
+  return "allocator_may_return_null=1";
+}
 #endif
 
 namespace shardrt {
