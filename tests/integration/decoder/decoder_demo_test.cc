@@ -38,16 +38,29 @@ std::string Line(const std::string& out, const std::string& prefix) {
   return out.substr(pos, out.find('\n', pos) - pos);
 }
 
+// Runs the demo for `tokens` tokens with `flags` on 1 and on 8 devices (`eight_flags` added
+// there) and checks both succeed with the same `tokens` tokens and a rate line. Returns the
+// 8-device run; its "tokens: " line is the 1-device one.
+Result ExpectSameTokensOnOneAndEight(const std::string& flags, int tokens,
+                                     const std::string& eight_flags = "") {
+  const std::string run = absl::StrCat(" --tokens ", tokens, " ", flags);
+  Result one = RunDemo("--devices 1" + run);
+  Result eight = RunDemo("--devices 8" + run + " " + eight_flags);
+  EXPECT_EQ(one.exit_code, 0) << one.out;
+  EXPECT_EQ(eight.exit_code, 0) << eight.out;
+  const std::string line = Line(one.out, "tokens: ");
+  EXPECT_EQ(std::count(line.begin(), line.end(), ' '), tokens) << one.out;
+  EXPECT_EQ(line, Line(eight.out, "tokens: "));
+  EXPECT_NE(Line(eight.out, absl::StrCat("decoded ", tokens, " tokens in ")).find("tokens/s)"),
+            std::string::npos)
+      << eight.out;
+  return eight;
+}
+
 TEST(DecoderDemoTest, GeneratesTheSameTokensOnOneAndEightDevices) {
-  Result one = RunDemo("--devices 1 --tokens 24 --seed 7");
-  Result eight = RunDemo("--devices 8 --tokens 24 --seed 7 --metrics");
-  ASSERT_EQ(one.exit_code, 0) << one.out;
-  ASSERT_EQ(eight.exit_code, 0) << eight.out;
-  const std::string tokens = Line(one.out, "tokens: ");
-  ASSERT_FALSE(tokens.empty()) << one.out;
-  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ' '), 24);
-  EXPECT_EQ(tokens, Line(eight.out, "tokens: "));
-  EXPECT_NE(Line(eight.out, "decoded 24 tokens in ").find("tokens/s)"), std::string::npos);
+  Result eight = ExpectSameTokensOnOneAndEight("--seed 7", 24, "--metrics");
+  const std::string tokens = Line(eight.out, "tokens: ");
+  ASSERT_FALSE(tokens.empty()) << eight.out;
   EXPECT_NE(eight.out.find("Metric: ExecuteReplicatedTime"), std::string::npos);
   // A different seed gives a different model and sequence.
   Result other = RunDemo("--devices 8 --tokens 24 --seed 8");
@@ -62,14 +75,7 @@ TEST(DecoderDemoTest, GeneratesTheSameTokensOnOneAndEightDevices) {
 // Past 2 x 64 tokens the demo reads tokens back in batches while later steps run: the sequence
 // is the same on 1 and 8 devices, whole and in order.
 TEST(DecoderDemoTest, ReadsLongGenerationsInBatches) {
-  Result one = RunDemo("--devices 1 --tokens 300 --seed 3");
-  Result eight = RunDemo("--devices 8 --tokens 300 --seed 3");
-  ASSERT_EQ(one.exit_code, 0) << one.out;
-  ASSERT_EQ(eight.exit_code, 0) << eight.out;
-  const std::string tokens = Line(one.out, "tokens: ");
-  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ' '), 300) << tokens;
-  EXPECT_EQ(tokens, Line(eight.out, "tokens: "));
-  EXPECT_NE(Line(eight.out, "decoded 300 tokens in ").find("tokens/s)"), std::string::npos);
+  ExpectSameTokensOnOneAndEight("--seed 3", 300);
 }
 
 // Sizes the machine cannot hold are one line naming the flags, their values and the limit,
