@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/base/status_macros.h"
+#include "shardrt/pjrt/executable.h"
 
 namespace shardrt {
 namespace {
@@ -146,6 +147,36 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& o
                            ComputationClient::Create(runtime->pjrt_client_, client_options));
   runtime->executor_ = std::make_unique<Executor>(runtime->client_.get(), options.executor);
   return runtime;
+}
+
+absl::Status Runtime::RegisterFfiHandler(absl::string_view target, XLA_FFI_Handler* handler,
+                                         const pjrt::FfiHandlerOptions& options) const {
+  SHARDRT_RETURN_IF_ERROR(
+      pjrt::RegisterFfiHandler(*pjrt_client_->plugin(), target, handler, options));
+  // The probe: one side-effecting call of `target`, never run. The plugin resolves custom-call
+  // targets when it compiles, so this fails exactly when a real program would.
+  const std::string probe = absl::StrCat(
+      "module @shardrt_ffi_probe attributes {mhlo.num_partitions = 1 : i32, "
+      "mhlo.num_replicas = 1 : i32} {\n"
+      "  func.func public @main() {\n"
+      "    \"stablehlo.custom_call\"() {call_target_name = \"", target,
+      "\", api_version = 4 : i32, has_side_effect = true} : () -> ()\n"
+      "    return\n"
+      "  }\n"
+      "}\n");
+  pjrt::CompileOptions compile_options;
+  compile_options.device_assignment = {devices_.front()->id};
+  absl::StatusOr<std::unique_ptr<pjrt::LoadedExecutable>> compiled =
+      pjrt::LoadedExecutable::Compile(pjrt_client_, probe, pjrt::ProgramFormat::kMlir,
+                                      compile_options);
+  if (!compiled.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FFI handler for '", target, "' on platform '", options.platform,
+        "' was handed to the plugin, but a program calling it does not compile (the plugin may "
+        "have refused the handler, e.g. for an FFI API version it does not implement; see its "
+        "log): ", compiled.status().message()));
+  }
+  return absl::OkStatus();
 }
 
 Runtime::~Runtime() {

@@ -30,6 +30,7 @@
 #include "shardrt/client/computation_client.h"
 #include "shardrt/executor/executor.h"
 #include "shardrt/pjrt/client.h"
+#include "shardrt/pjrt/ffi.h"
 #include "shardrt/pjrt/named_value.h"
 #include "shardrt/pjrt/plugin.h"
 #include "shardrt/runtime/plugin_search.h"
@@ -113,6 +114,18 @@ class SHARDRT_EXPORT Runtime {
   ThreadPool& pool() const { return *pool_; }
   ComputationClient& client() const { return *client_; }
   Executor& executor() const { return *executor_; }
+
+  // Registers an XLA FFI handler (a custom kernel, shardrt/pjrt/ffi.h) for custom calls to
+  // `target`, then proves the plugin will run it: compiles a one-op program that calls `target`
+  // on one device (no cache, no metrics), so that a handler the plugin refused (an FFI API
+  // version it does not implement, an unknown platform) is an error here rather than at the
+  // first compile of a real program. Errors: those of pjrt::RegisterFfiHandler;
+  // FailedPrecondition naming the target and the platform, with the plugin's message, when the
+  // probe finds no handler. The registration is process-wide and permanent; the plugin keeps
+  // the first handler of a target (see shardrt/pjrt/ffi.h). Thread-safe.
+  [[nodiscard]] absl::Status RegisterFfiHandler(absl::string_view target,
+                                                XLA_FFI_Handler* handler,
+                                                const pjrt::FfiHandlerOptions& options = {}) const;
 
  private:
   Runtime() = default;
