@@ -263,6 +263,19 @@ class Runtime:
             partitions = len(self._rt.device_ids)
         return _shardrt._compile(self._rt, data, name or default_name or "main", int(partitions))
 
+    def register_ffi_handler(self, target: str, handler: Any, *, platform: str = "Host") -> None:
+        """Registers a custom kernel: an XLA FFI handler for `stablehlo.custom_call @target`.
+
+        handler: a PyCapsule holding the handler's function pointer (XLA_FFI_DEFINE_HANDLER's
+        symbol, e.g. from a ctypes-loaded library wrapped as jax.ffi.pycapsule does) or its
+        address as an int; the library holding it must stay loaded. The handler must be built
+        with XLA FFI headers of the API version the plugin implements (the CPU plugin: jaxlib
+        0.9.0's). Registration is process-wide; the runtime then compiles a one-op program that
+        calls `target` and raises when the plugin does not find the handler (e.g. it refused
+        the handler's FFI API version). Raises ValueError for a bad target or null handler.
+        """
+        self._rt.register_ffi_handler(str(target), handler, str(platform))
+
     def synchronize(self) -> None:
         """Waits for every call_async scheduled so far to finish on the devices; raises the
         first error since the last synchronize."""

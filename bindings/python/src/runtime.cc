@@ -61,6 +61,27 @@ nb::dict ExecutorStatsDict(const PyRuntime& r) {
   return d;
 }
 
+// _Runtime.register_ffi_handler: `handler` is a PyCapsule holding an XLA_FFI_Handler* (as
+// XLA_FFI_DEFINE_HANDLER's symbol, wrapped like jax.ffi.pycapsule does) or its address as an int.
+// The library holding the handler must stay loaded for the rest of the process.
+void RegisterFfiHandler(const PyRuntime& r, const std::string& target, nb::handle handler,
+                        const std::string& platform) {
+  void* address = nullptr;
+  if (PyCapsule_CheckExact(handler.ptr())) {
+    address = PyCapsule_GetPointer(handler.ptr(), PyCapsule_GetName(handler.ptr()));
+    if (address == nullptr) throw nb::python_error();
+  } else if (PyLong_Check(handler.ptr())) {
+    address = PyLong_AsVoidPtr(handler.ptr());
+    if (address == nullptr && PyErr_Occurred()) throw nb::python_error();
+  } else {
+    throw nb::type_error("register_ffi_handler: handler must be a PyCapsule or an int address");
+  }
+  pjrt::FfiHandlerOptions options;
+  options.platform = platform;
+  auto* fn = reinterpret_cast<XLA_FFI_Handler*>(address);
+  Check(WithoutGil([&] { return r.runtime->RegisterFfiHandler(target, fn, options); }));
+}
+
 }  // namespace
 
 void RegisterRuntime(nb::module_& m) {
@@ -73,6 +94,7 @@ void RegisterRuntime(nb::module_& m) {
       .def_prop_ro("host_threads", [](const PyRuntime& r) { return r.runtime->pool().num_threads(); })
       .def_prop_ro("has_compile_cache",
                    [](const PyRuntime& r) { return r.runtime->client().has_persistent_cache(); })
+      .def("register_ffi_handler", &RegisterFfiHandler, "target"_a, "handler"_a, "platform"_a)
       .def("synchronize", &Synchronize)
       .def("executor_stats", &ExecutorStatsDict);
   m.def("_create_runtime", &CreateRuntime, "devices"_a, "plugin"_a, "host_threads"_a,
