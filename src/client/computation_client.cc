@@ -337,7 +337,10 @@ std::optional<ComputationPtr> ComputationClient::LoadPersistent(const std::strin
     return std::nullopt;
   }
   // The facts, checked as any outside input; an entry that does not hold together, or that the
-  // plugin refuses, is discarded and the program compiled.
+  // plugin refuses, is discarded and the program compiled. One refusal is not damage: a program
+  // calling a custom kernel (an FFI handler) this process has not registered, which the plugin
+  // reports as NotFound. The entry stays for processes that register it, and the compile that
+  // follows reports the missing handler as a fresh compile would.
   auto build = [&]() -> absl::StatusOr<ComputationPtr> {
     pjrt::ExecutableSignature sig;
     sig.num_replicas = entry->num_replicas();
@@ -372,9 +375,10 @@ std::optional<ComputationPtr> ComputationClient::LoadPersistent(const std::strin
   };
   absl::StatusOr<ComputationPtr> computation = build();
   if (!computation.ok()) {
-    persistent_cache_->Discard(key);
+    const bool unresolved = absl::IsNotFound(computation.status());
+    if (!unresolved) persistent_cache_->Discard(key);
     misses->Add(1);
-    span.AddArg("result", "corrupt");
+    span.AddArg("result", unresolved ? "unresolved" : "corrupt");
     return std::nullopt;
   }
   hits->Add(1);

@@ -5,6 +5,7 @@
 // persistent compile cache. Checked against the host. Registration errors are clear.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -130,6 +131,64 @@ TEST(FfiTest, AProgramLoadedFromThePersistentCacheFindsTheHandler) {
     EXPECT_EQ(info->entries.size(), 1u) << "run " << run;
     EXPECT_EQ(hits->Value() - hits_before, run) << "run " << run;  // the second run loads it
   }
+  std::filesystem::remove_all(dir);
+}
+
+// The child half of the next test, run in a process of its own (never registers the handler):
+// a compile of the one-device program through the cache in $SHARDRT_FFI_TEST_CACHE fails with
+// the missing handler's name.
+TEST(FfiChild, DISABLED_CompilesWithoutTheHandler) {
+  const char* dir = std::getenv("SHARDRT_FFI_TEST_CACHE");
+  ASSERT_NE(dir, nullptr);
+  RuntimeOptions options;
+  options.devices = 1;
+  options.compile_cache.directory = dir;
+  auto runtime = Runtime::Create(options);
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  CompileRequest request;
+  request.program = kOneDevice;
+  auto computation = (*runtime)->client().Compile(request);
+  ASSERT_FALSE(computation.ok());
+  EXPECT_EQ(computation.status().code(), absl::StatusCode::kNotFound) << computation.status();
+  EXPECT_NE(computation.status().message().find(kTarget), std::string::npos)
+      << computation.status();
+}
+
+// A cached program whose kernel a process has not registered is not a damaged entry: that
+// process gets the compile error naming the kernel, and the entry stays for the next process
+// that registers it (a hit).
+TEST(FfiTest, ACachedProgramKeepsItsEntryInAProcessWithoutItsHandler) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           absl::StrCat("shardrt-ffi-child-", ::getpid()))
+                              .string();
+  std::filesystem::remove_all(dir);
+  auto make_runtime = [&] {
+    RuntimeOptions options;
+    options.devices = 1;
+    options.compile_cache.directory = dir;
+    auto runtime = Runtime::Create(options);
+    EXPECT_TRUE(runtime.ok()) << runtime.status();
+    return runtime.ok() ? std::move(*runtime) : nullptr;
+  };
+  {
+    auto runtime = make_runtime();
+    ASSERT_NE(runtime, nullptr);
+    RegisterOnce(*runtime);
+    RunAndCheck(*runtime, kOneDevice, 1, 16);  // compiles and stores the entry
+  }
+  const std::string child = absl::StrCat(
+      "SHARDRT_FFI_TEST_CACHE='", dir, "' /proc/", ::getpid(), "/exe --gtest_also_run_disabled_",
+      "tests --gtest_filter=FfiChild.DISABLED_CompilesWithoutTheHandler > '", dir, "/child.log' 2>&1");
+  EXPECT_EQ(std::system(child.c_str()), 0) << "the child's log is " << dir << "/child.log";
+  auto info = InspectPersistentCache(dir);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->entries.size(), 1u);
+  Counter* hits = GlobalMetrics().GetCounter("PersistentCacheHit");
+  const int64_t hits_before = hits->Value();
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  RunAndCheck(*runtime, kOneDevice, 1, 16);
+  EXPECT_EQ(hits->Value() - hits_before, 1);
   std::filesystem::remove_all(dir);
 }
 
