@@ -28,6 +28,7 @@
 #include "shardrt/pjrt/device.h"
 #include "shardrt/pjrt/event.h"
 #include "shardrt/pjrt/executable.h"
+#include "shardrt/pjrt/ffi.h"
 #include "shardrt/pjrt/named_value.h"
 #include "shardrt/pjrt/opaque.h"
 #include "shardrt/pjrt/plugin.h"
