@@ -37,6 +37,7 @@ for kind in "${kinds[@]}"; do
     case "$t" in shardrt_bin | decoder_demo) continue ;; esac
     echo "== $kind ($flags): $t"
     ASAN_OPTIONS=detect_leaks=1 \
+    LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp report_signal_unsafe=0 halt_on_error=1" \
       "$dir/tests/$t" --gtest_brief=1
