@@ -59,14 +59,19 @@ def build_handler(folder, include: str) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
 
 
+def handler_address(library: ctypes.CDLL) -> int:
+    """The address of the handler in `library`."""
+    return ctypes.cast(library.shardrt_py_scale_add_one, ctypes.c_void_p).value
+
+
 @pytest.fixture(scope="module")
-def handler_library(tmp_path_factory):
-    """The handler built with the pinned headers (run scripts/bootstrap.sh if they are missing)."""
-    return build_handler(tmp_path_factory.mktemp("ffi"), FFI_INCLUDE)
+def address(tmp_path_factory) -> int:
+    """The handler built with the pinned headers (run scripts/bootstrap.sh if they are missing),
+    as an address."""
+    return handler_address(build_handler(tmp_path_factory.mktemp("ffi"), FFI_INCLUDE))
 
 
-def test_a_registered_handler_runs_on_each_shard(rt, handler_library):
-    address = ctypes.cast(handler_library.shardrt_py_scale_add_one, ctypes.c_void_p).value
+def test_a_registered_handler_runs_on_each_shard(rt, address):
     rt.register_ffi_handler("shardrt_py_scale_add_one", address)
     f = rt.compile(PROGRAM)
     x = np.arange(32, dtype=np.float32) - 16
@@ -74,16 +79,14 @@ def test_a_registered_handler_runs_on_each_shard(rt, handler_library):
     np.testing.assert_array_equal(y.to_numpy(), 3.0 * x + 1.0)
 
 
-def test_a_capsule_is_taken_too(rt, handler_library):
-    address = ctypes.cast(handler_library.shardrt_py_scale_add_one, ctypes.c_void_p).value
+def test_a_capsule_is_taken_too(rt, address):
     capsule_new = ctypes.pythonapi.PyCapsule_New
     capsule_new.restype = ctypes.py_object
     capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     rt.register_ffi_handler("shardrt_py_scale_add_one_capsule", capsule_new(address, None, None))
 
 
-def test_bad_registrations_raise(rt, handler_library):
-    address = ctypes.cast(handler_library.shardrt_py_scale_add_one, ctypes.c_void_p).value
+def test_bad_registrations_raise(rt, address):
     with pytest.raises(ValueError, match="null"):
         rt.register_ffi_handler("shardrt_py_null", 0)
     with pytest.raises(ValueError, match="printable ASCII"):
@@ -98,7 +101,6 @@ def test_a_handler_of_another_ffi_version_is_refused_at_registration(rt, tmp_pat
     """The plugin implements XLA FFI API 0.2; jaxlib 0.10's headers are 0.3. The plugin only logs
     its refusal; the probe compile makes it an error that names the target."""
     include = os.path.join(os.path.dirname(jaxlib.__file__), "include")
-    library = build_handler(tmp_path, include)
-    address = ctypes.cast(library.shardrt_py_scale_add_one, ctypes.c_void_p).value
+    address = handler_address(build_handler(tmp_path, include))
     with pytest.raises(ValueError, match="shardrt_py_newer_api.*does not compile"):
         rt.register_ffi_handler("shardrt_py_newer_api", address)

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -110,22 +111,36 @@ TEST(FfiTest, ARegisteredHandlerRunsOnEachShardOfAnSpmdProgram) {
   RunAndCheck(*runtime, kEightDevices, testing::kNumDevices, 32);
 }
 
+// A runtime of `devices` devices whose persistent compile cache is `dir`; null (and a test
+// failure) if it cannot be created.
+std::unique_ptr<Runtime> RuntimeWithCache(const std::string& dir, int64_t devices) {
+  RuntimeOptions options;
+  options.devices = devices;
+  options.compile_cache.directory = dir;
+  auto runtime = Runtime::Create(options);
+  EXPECT_TRUE(runtime.ok()) << runtime.status();
+  return runtime.ok() ? std::move(*runtime) : nullptr;
+}
+
+// An empty cache directory of this process under the temporary folder, named after `name`.
+std::string FreshCacheDir(const std::string& name) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / absl::StrCat(name, "-", ::getpid())).string();
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
 // The persistent compile cache holds the compiled program, not the handler: a second client on
 // the same cache directory loads the program (a hit) and the process's registration serves it.
 TEST(FfiTest, AProgramLoadedFromThePersistentCacheFindsTheHandler) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / absl::StrCat("shardrt-ffi-", ::getpid())).string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = FreshCacheDir("shardrt-ffi");
   Counter* hits = GlobalMetrics().GetCounter("PersistentCacheHit");
   const int64_t hits_before = hits->Value();
   for (int run = 0; run < 2; ++run) {
-    RuntimeOptions options;
-    options.devices = testing::kNumDevices;
-    options.compile_cache.directory = dir;
-    auto runtime = Runtime::Create(options);
-    ASSERT_TRUE(runtime.ok()) << runtime.status();
-    RegisterOnce(**runtime);
-    RunAndCheck(**runtime, kEightDevices, testing::kNumDevices, 32);
+    auto runtime = RuntimeWithCache(dir, testing::kNumDevices);
+    ASSERT_NE(runtime, nullptr);
+    RegisterOnce(*runtime);
+    RunAndCheck(*runtime, kEightDevices, testing::kNumDevices, 32);
     auto info = InspectPersistentCache(dir);
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_EQ(info->entries.size(), 1u) << "run " << run;
@@ -140,14 +155,11 @@ TEST(FfiTest, AProgramLoadedFromThePersistentCacheFindsTheHandler) {
 TEST(FfiChild, DISABLED_CompilesWithoutTheHandler) {
   const char* dir = std::getenv("SHARDRT_FFI_TEST_CACHE");
   ASSERT_NE(dir, nullptr);
-  RuntimeOptions options;
-  options.devices = 1;
-  options.compile_cache.directory = dir;
-  auto runtime = Runtime::Create(options);
-  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  auto runtime = RuntimeWithCache(dir, 1);
+  ASSERT_NE(runtime, nullptr);
   CompileRequest request;
   request.program = kOneDevice;
-  auto computation = (*runtime)->client().Compile(request);
+  auto computation = runtime->client().Compile(request);
   ASSERT_FALSE(computation.ok());
   EXPECT_EQ(computation.status().code(), absl::StatusCode::kNotFound) << computation.status();
   EXPECT_NE(computation.status().message().find(kTarget), std::string::npos)
@@ -158,20 +170,9 @@ TEST(FfiChild, DISABLED_CompilesWithoutTheHandler) {
 // process gets the compile error naming the kernel, and the entry stays for the next process
 // that registers it (a hit).
 TEST(FfiTest, ACachedProgramKeepsItsEntryInAProcessWithoutItsHandler) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           absl::StrCat("shardrt-ffi-child-", ::getpid()))
-                              .string();
-  std::filesystem::remove_all(dir);
-  auto make_runtime = [&] {
-    RuntimeOptions options;
-    options.devices = 1;
-    options.compile_cache.directory = dir;
-    auto runtime = Runtime::Create(options);
-    EXPECT_TRUE(runtime.ok()) << runtime.status();
-    return runtime.ok() ? std::move(*runtime) : nullptr;
-  };
+  const std::string dir = FreshCacheDir("shardrt-ffi-child");
   {
-    auto runtime = make_runtime();
+    auto runtime = RuntimeWithCache(dir, 1);
     ASSERT_NE(runtime, nullptr);
     RegisterOnce(*runtime);
     RunAndCheck(*runtime, kOneDevice, 1, 16);  // compiles and stores the entry
@@ -185,7 +186,7 @@ TEST(FfiTest, ACachedProgramKeepsItsEntryInAProcessWithoutItsHandler) {
   EXPECT_EQ(info->entries.size(), 1u);
   Counter* hits = GlobalMetrics().GetCounter("PersistentCacheHit");
   const int64_t hits_before = hits->Value();
-  auto runtime = make_runtime();
+  auto runtime = RuntimeWithCache(dir, 1);
   ASSERT_NE(runtime, nullptr);
   RunAndCheck(*runtime, kOneDevice, 1, 16);
   EXPECT_EQ(hits->Value() - hits_before, 1);
