@@ -478,7 +478,7 @@ absl::StatusOr<GgufTensor> GgufFile::ReadTensorInfo(Cursor& cursor, uint64_t ind
                    type_name.starts_with("type ")
                        ? absl::StrCat("unknown type ", type)
                        : absl::StrCat("type ", type_name, " (", type, ")"),
-                   " is not supported: expected F32, F16, BF16, Q4_0, Q4_1 or Q8_0");
+                   " is not supported: expected F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K or Q6_K");
   }
   tensor.type = static_cast<GgufType>(type);
   if (tensor.dims[0] % layout.block_elements != 0) {

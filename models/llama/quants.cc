@@ -89,7 +89,11 @@ BlockLayout LayoutOf(GgufType type) {
     case GgufType::kBF16: return {1, 2};
     case GgufType::kQ4_0: return {kQuantBlock, 2 + kQuantBlock / 2};
     case GgufType::kQ4_1: return {kQuantBlock, 2 + 2 + kQuantBlock / 2};
+    case GgufType::kQ5_0: return {kQuantBlock, 2 + 4 + kQuantBlock / 2};
+    case GgufType::kQ5_1: return {kQuantBlock, 2 + 2 + 4 + kQuantBlock / 2};
     case GgufType::kQ8_0: return {kQuantBlock, 2 + kQuantBlock};
+    case GgufType::kQ4_K: return {kSuperBlock, 2 + 2 + 12 + kSuperBlock / 2};
+    case GgufType::kQ6_K: return {kSuperBlock, kSuperBlock / 2 + kSuperBlock / 4 + 16 + 2};
   }
   return {};
 }
@@ -179,6 +183,102 @@ void DequantizeQ4_1(const std::byte* row, int64_t block_begin, int64_t block_end
   }
 }
 
+namespace {
+
+// The fifth bits of a Q5 block: bit i of the little-endian u32 at `p` belongs to value i.
+inline uint32_t Load32(const std::byte* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The 4-bit and fifth-bit quants of a Q5_0 / Q5_1 block (values 0..31) into q[32].
+inline void Q5Quants(const std::byte* qh_bytes, const uint8_t* qs, int* q) {
+  const uint32_t qh = Load32(qh_bytes);
+  for (int k = 0; k < kQuantBlock / 2; ++k) {
+    q[k] = (qs[k] & 0x0f) | int((qh >> k) & 1) << 4;
+    q[k + kQuantBlock / 2] = (qs[k] >> 4) | int((qh >> (k + kQuantBlock / 2)) & 1) << 4;
+  }
+}
+
+}  // namespace
+
+void DequantizeQ5_0(const std::byte* row, int64_t block_begin, int64_t block_end, float* out) {
+  for (int64_t b = block_begin; b < block_end; ++b, out += kQuantBlock) {
+    const std::byte* block = row + b * 22;
+    const float d = HalfToFloat(Load16(block));
+    int q[kQuantBlock];
+    Q5Quants(block + 2, reinterpret_cast<const uint8_t*>(block + 6), q);
+    for (int k = 0; k < kQuantBlock; ++k) out[k] = d * static_cast<float>(q[k] - 16);
+  }
+}
+
+void DequantizeQ5_1(const std::byte* row, int64_t block_begin, int64_t block_end, float* out) {
+  for (int64_t b = block_begin; b < block_end; ++b, out += kQuantBlock) {
+    const std::byte* block = row + b * 24;
+    const float d = HalfToFloat(Load16(block));
+    const float m = HalfToFloat(Load16(block + 2));
+    int q[kQuantBlock];
+    Q5Quants(block + 4, reinterpret_cast<const uint8_t*>(block + 8), q);
+    for (int k = 0; k < kQuantBlock; ++k) out[k] = d * static_cast<float>(q[k]) + m;
+  }
+}
+
+void Q4KScaleMin(const uint8_t* scales, int j, int* scale, int* min) {
+  if (j < 4) {
+    *scale = scales[j] & 0x3f;
+    *min = scales[j + 4] & 0x3f;
+  } else {
+    *scale = (scales[j + 4] & 0x0f) | ((scales[j - 4] >> 2) & 0x30);
+    *min = (scales[j + 4] >> 4) | ((scales[j] >> 2) & 0x30);
+  }
+}
+
+// Q4_K: d and dmin (f16), 12 bytes of 6-bit scales and minimums for 8 sub-blocks of 32, then
+// 128 bytes of quants: 32 bytes per pair of sub-blocks, low nibbles the first, high the second.
+// A value is (d * scale) * q - (dmin * min): both products exact in f32, the difference
+// rounded once.
+void DequantizeQ4_K(const std::byte* row, int64_t block_begin, int64_t block_end, float* out) {
+  for (int64_t b = block_begin; b < block_end; ++b, out += kSuperBlock) {
+    const std::byte* block = row + b * 144;
+    const float d = HalfToFloat(Load16(block));
+    const float dmin = HalfToFloat(Load16(block + 2));
+    const uint8_t* scales = reinterpret_cast<const uint8_t*>(block + 4);
+    const uint8_t* qs = reinterpret_cast<const uint8_t*>(block + 16);
+    for (int j = 0; j < 8; ++j) {
+      int sc, mn;
+      Q4KScaleMin(scales, j, &sc, &mn);
+      const float ds = d * static_cast<float>(sc), dm = dmin * static_cast<float>(mn);
+      const uint8_t* q = qs + (j / 2) * 32;
+      const int shift = (j % 2) * 4;
+      for (int k = 0; k < 32; ++k) {
+        out[j * 32 + k] = ds * static_cast<float>((q[k] >> shift) & 0x0f) - dm;
+      }
+    }
+  }
+}
+
+// Q6_K: 128 bytes of low nibbles, 64 bytes of high 2-bit pairs, 16 int8 scales (one per 16
+// values), d (f16). Value i (h = i / 128, r = i % 128): low nibble of ql[64 h + r % 64] shifted
+// by 4 (r / 64), high bits of qh[32 h + r % 32] shifted by 2 (r / 32); q - 32 times
+// (d * scale[i / 16]), that product exact, the second rounded once.
+void DequantizeQ6_K(const std::byte* row, int64_t block_begin, int64_t block_end, float* out) {
+  for (int64_t b = block_begin; b < block_end; ++b, out += kSuperBlock) {
+    const std::byte* block = row + b * 210;
+    const uint8_t* ql = reinterpret_cast<const uint8_t*>(block);
+    const uint8_t* qh = ql + 128;
+    const int8_t* scales = reinterpret_cast<const int8_t*>(block + 192);
+    const float d = HalfToFloat(Load16(block + 208));
+    for (int i = 0; i < kSuperBlock; ++i) {
+      const int h = i / 128, r = i % 128;
+      const int low = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0f;
+      const int high = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 0x03;
+      const float ds = d * static_cast<float>(scales[i / 16]);
+      out[i] = ds * static_cast<float>((low | high << 4) - 32);
+    }
+  }
+}
+
 void DequantizeRow(GgufType type, const std::byte* row, int64_t col_begin, int64_t col_end,
                    float* out) {
   switch (type) {
@@ -191,8 +291,20 @@ void DequantizeRow(GgufType type, const std::byte* row, int64_t col_begin, int64
     case GgufType::kQ4_1:
       DequantizeQ4_1(row, col_begin / kQuantBlock, col_end / kQuantBlock, out);
       break;
+    case GgufType::kQ5_0:
+      DequantizeQ5_0(row, col_begin / kQuantBlock, col_end / kQuantBlock, out);
+      break;
+    case GgufType::kQ5_1:
+      DequantizeQ5_1(row, col_begin / kQuantBlock, col_end / kQuantBlock, out);
+      break;
     case GgufType::kQ8_0:
       DequantizeQ8_0(row, col_begin / kQuantBlock, col_end / kQuantBlock, out);
+      break;
+    case GgufType::kQ4_K:
+      DequantizeQ4_K(row, col_begin / kSuperBlock, col_end / kSuperBlock, out);
+      break;
+    case GgufType::kQ6_K:
+      DequantizeQ6_K(row, col_begin / kSuperBlock, col_end / kSuperBlock, out);
       break;
   }
 }

@@ -1,10 +1,11 @@
 // The storage formats of the GGUF tensor types that GgufFile accepts (F32, F16, BF16, Q4_0,
-// Q4_1, Q8_0) and their dequantization to f32, bit-identical to the gguf Python package
-// (gguf/quants.py).
+// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K) and their dequantization to f32, bit-identical to the
+// gguf Python package (gguf/quants.py).
 //
 // A tensor's values run in blocks along its rows (dims[0]): F32, F16 and BF16 store one value
-// per block; Q4_0, Q4_1 and Q8_0 store 32 values per block, each block an f16 scale (Q4_1 also
-// an f16 minimum) and the quants. A row is a whole number of blocks.
+// per block; Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 store 32 values per block, each block an f16 scale
+// (Q4_1 and Q5_1 also an f16 minimum) and the quants; Q4_K and Q6_K store 256 values per
+// super-block with per-sub-block scales. A row is a whole number of blocks.
 //
 // Every function here is pure (no state), so any of them may be called from several threads at
 // once.
@@ -19,8 +20,10 @@
 
 namespace shardrt::llama {
 
-// Elements per block of Q4_0, Q4_1 and Q8_0.
+// Elements per block of Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, and per super-block of the K-quants
+// (Q4_K, Q6_K).
 inline constexpr int64_t kQuantBlock = 32;
+inline constexpr int64_t kSuperBlock = 256;
 
 // How a tensor type is stored: `block_elements` values in `block_bytes` bytes.
 struct BlockLayout {
@@ -54,6 +57,16 @@ void DequantizeBF16(const std::byte* row, int64_t begin, int64_t end, float* out
 void DequantizeQ8_0(const std::byte* row, int64_t block_begin, int64_t block_end, float* out);
 void DequantizeQ4_0(const std::byte* row, int64_t block_begin, int64_t block_end, float* out);
 void DequantizeQ4_1(const std::byte* row, int64_t block_begin, int64_t block_end, float* out);
+// Q5_0 values d * (q - 16), Q5_1 values (d * q) + m, q the 5-bit quant (its fifth bit from the
+// block's qh word).
+void DequantizeQ5_0(const std::byte* row, int64_t block_begin, int64_t block_end, float* out);
+void DequantizeQ5_1(const std::byte* row, int64_t block_begin, int64_t block_end, float* out);
+// Super-blocks [block_begin, block_end) of a Q4_K or Q6_K row, 256 values each (layouts in
+// quants.cc), into out[0, 256 * (block_end - block_begin)).
+void DequantizeQ4_K(const std::byte* row, int64_t block_begin, int64_t block_end, float* out);
+void DequantizeQ6_K(const std::byte* row, int64_t block_begin, int64_t block_end, float* out);
+// The 6-bit scale and minimum of sub-block j (0..7) from a Q4_K block's 12 scale bytes.
+void Q4KScaleMin(const uint8_t* scales, int j, int* scale, int* min);
 
 // Columns [col_begin, col_end) of one row of type `type` into out[0, col_end - col_begin),
 // through the routine of the type. Preconditions as above, plus: `type` has a layout and both
