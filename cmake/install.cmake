@@ -13,13 +13,19 @@ include(CMakePackageConfigHelpers)
 
 set(_cmake_dir "${CMAKE_INSTALL_LIBDIR}/cmake/shardrt")
 
-install(TARGETS shardrt shardrt_llm EXPORT shardrtTargets
+set(_libraries shardrt)
+if(SHARDRT_BUILD_MODELS)
+  list(APPEND _libraries shardrt_llm)
+endif()
+install(TARGETS ${_libraries} EXPORT shardrtTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/shardrt"
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(EXPORT shardrtTargets NAMESPACE shardrt:: DESTINATION ${_cmake_dir})
-install(TARGETS shardrt_bin RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(SHARDRT_BUILD_MODELS)
+  install(TARGETS shardrt_bin RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 if(SHARDRT_INSTALL_PLUGIN)
   install(PROGRAMS "${SHARDRT_PLUGIN_DIR}/${SHARDRT_DEFAULT_PLUGIN_FILE}"
           DESTINATION "${CMAKE_INSTALL_LIBDIR}/${SHARDRT_PLUGIN_SUBDIR}")

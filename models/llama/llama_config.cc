@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "llama/gguf.h"
+#include "llama/quants.h"
 #include "shardrt/base/status_macros.h"
 
 namespace shardrt::llama {
@@ -36,7 +37,7 @@ absl::StatusOr<int64_t> Size(const GgufFile& file, const std::string& key, int64
 
 }  // namespace
 
-absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& file) {
+absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& file, WeightFormat format) {
   SHARDRT_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
   if (arch != "llama") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -105,7 +106,48 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& file) {
     SHARDRT_RETURN_IF_ERROR(ExpectDims(file, p + "ffn_up.weight", {c.d_model, c.ffn}));
     SHARDRT_RETURN_IF_ERROR(ExpectDims(file, p + "ffn_down.weight", {c.ffn, c.d_model}));
   }
+  if (format == WeightFormat::kNative) {
+    SHARDRT_ASSIGN_OR_RETURN(c.native, NativeWeightsOf(file, c));
+  }
   return c;
+}
+
+absl::StatusOr<NativeWeights> NativeWeightsOf(const GgufFile& file, const LlamaConfig& c) {
+  // The type every tensor of `suffixes` has in every layer, or an error naming two that differ.
+  auto one_type = [&](std::vector<std::string> suffixes) -> absl::StatusOr<GgufType> {
+    const GgufTensor* first = nullptr;
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+      for (const std::string& suffix : suffixes) {
+        const std::string name = absl::StrCat("blk.", i, ".", suffix, ".weight");
+        const GgufTensor* t = file.Find(name);
+        if (t == nullptr) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("GGUF file ", file.path(), ": tensor ", name, " is missing"));
+        }
+        if (first == nullptr) first = t;
+        if (t->type != first->type) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "GGUF file ", file.path(), ": ", name, " is ",
+              GgufTypeName(static_cast<uint32_t>(t->type)), " but ", first->name, " is ",
+              GgufTypeName(static_cast<uint32_t>(first->type)),
+              ": native weights need one type per stacked weight (load it with f32 weights)"));
+        }
+      }
+    }
+    return first->type;
+  };
+  NativeWeights w;
+  const GgufTensor* embd = file.Find("token_embd.weight");
+  if (embd == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF file ", file.path(), ": tensor token_embd.weight is missing"));
+  }
+  w.token_embd = embd->type;
+  SHARDRT_ASSIGN_OR_RETURN(w.wqkv, one_type({"attn_q", "attn_k", "attn_v"}));
+  SHARDRT_ASSIGN_OR_RETURN(w.wo, one_type({"attn_output"}));
+  SHARDRT_ASSIGN_OR_RETURN(w.wgu, one_type({"ffn_gate", "ffn_up"}));
+  SHARDRT_ASSIGN_OR_RETURN(w.wdown, one_type({"ffn_down"}));
+  return w;
 }
 
 absl::Status CheckPartitions(const LlamaConfig& c, int64_t partitions) {
@@ -120,7 +162,8 @@ absl::Status CheckPartitions(const LlamaConfig& c, int64_t partitions) {
                 {"the key/value width (kv heads x head dim)", c.kv_dim(), 1},
                 {"the embedding width", c.d_model, 1},
                 {"the vocabulary", c.vocab, 1},
-                {"the feed-forward width", c.ffn, 32}};
+                {"the feed-forward width", c.ffn,
+                 c.native ? LayoutOf(c.native->wdown).block_elements : 32}};
   for (const auto& check : checks) {
     if (check.size % partitions != 0 || (check.size / partitions) % check.multiple != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -132,7 +175,21 @@ absl::Status CheckPartitions(const LlamaConfig& c, int64_t partitions) {
 }
 
 std::vector<ArraySpec> WeightSpecs(const LlamaConfig& c) {
-  auto f32 = [](std::string name, std::vector<int64_t> dims, int split) {
+  // A matrix: f32 [..., rows, cols], or with native weights its rows' bytes in `type`.
+  auto f32 = [&](std::string name, std::vector<int64_t> dims, int split) {
+    if (c.native && dims.size() >= 2) {
+      const NativeWeights& n = *c.native;
+      const GgufType type = name == "token_embd" ? n.token_embd
+                            : name == "wqkv"     ? n.wqkv
+                            : name == "wo"       ? n.wo
+                            : name == "wgu"      ? n.wgu
+                                                 : n.wdown;
+      if (name == "token_embd" || name.starts_with("w")) {
+        const BlockLayout layout = LayoutOf(type);
+        dims.back() = dims.back() / layout.block_elements * layout.block_bytes;
+        return ArraySpec{std::move(name), ElementType::kU8, std::move(dims), split};
+      }
+    }
     return ArraySpec{std::move(name), ElementType::kF32, std::move(dims), split};
   };
   std::vector<ArraySpec> specs;

@@ -23,13 +23,29 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "llama/gguf.h"
+#include "shardrt/llm/weight_format.h"
 #include "shardrt/program/array_spec.h"
 
 namespace shardrt::llama {
 
-class GgufFile;
+// How the programs take the weight matrices (kNative: their GGUF blocks, u8 arrays, multiplied
+// by the quantized kernels; kF32: dequantized at load).
+using llm::WeightFormat;
+
+// The GGUF types of the matrices when they stay in their blocks: one type per stacked weight
+// (all layers; q, k and v alike; gate and up alike).
+struct NativeWeights {
+  GgufType token_embd = GgufType::kF32;
+  GgufType wqkv = GgufType::kF32;
+  GgufType wo = GgufType::kF32;
+  GgufType wgu = GgufType::kF32;
+  GgufType wdown = GgufType::kF32;
+};
 
 struct LlamaConfig {
   int64_t vocab = 0;
@@ -43,25 +59,38 @@ struct LlamaConfig {
   double rope_base = 10000.0;
   double norm_eps = 1e-5;
   bool tied_embeddings = true;  // logits from token_embd (no output.weight)
+  // Set: the matrices stay in these GGUF types (WeightFormat::kNative); unset: all f32.
+  std::optional<NativeWeights> native;
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
 
   // Reads llama.* metadata and checks the tensors the programs use are there with the expected
-  // shapes. Errors: InvalidArgument naming the key or tensor, expected vs got; NotFound for a
-  // missing key.
-  [[nodiscard]] static absl::StatusOr<LlamaConfig> FromGguf(const GgufFile& file);
+  // shapes; with kNative also their types (NativeWeightsOf). Errors: InvalidArgument naming
+  // the key or tensor, expected vs got; NotFound for a missing key.
+  [[nodiscard]] static absl::StatusOr<LlamaConfig> FromGguf(const GgufFile& file,
+                                                           WeightFormat format);
+
 };
 
+// The GGUF types of `config`'s matrices in `file`. Error: InvalidArgument naming two tensors
+// of one stacked weight whose types differ (such a file loads with WeightFormat::kF32).
+[[nodiscard]] absl::StatusOr<NativeWeights> NativeWeightsOf(const GgufFile& file,
+                                                            const LlamaConfig& config);
+
 // Checks that `config` splits over `partitions` devices: q_dim, kv_dim, ffn and vocab divisible
-// by P, the ffn slice and the d_model a multiple of the quantization block (32), and
-// partitions >= 1. Error: InvalidArgument naming the size that does not divide.
+// by P, the ffn slice a multiple of ffn_down's block with native weights (32 values, 256 for
+// K-quants), else of 32 (an f32 load of a K-quant file whose slice cuts a block is refused by
+// Dequantize), and partitions >= 1. Error: InvalidArgument
+// naming the size that does not divide.
 [[nodiscard]] absl::Status CheckPartitions(const LlamaConfig& config, int64_t partitions);
 
 using stablehlo::ArraySpec;
 
 // The weights in program order: token_embd; attn_norm, wqkv, wo, ffn_norm, wgu, wdown (each
-// stacked over the layers, layer first); output_norm.
+// stacked over the layers, layer first); output_norm. With config.native the matrices are u8
+// arrays of their rows' bytes ([..., rows, row bytes], split as the f32 ones: the devices'
+// slices of rows, and wdown's slice of columns as whole blocks); the norms stay f32.
 std::vector<ArraySpec> WeightSpecs(const LlamaConfig& config);
 
 // The two KV cache arrays (k_cache, v_cache) for `cache_len` positions (a multiple of P).

@@ -105,7 +105,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const GgufFile& fil
                                                              ComputationClient& client,
                                                              Executor& executor,
                                                              const ModelOptions& options) {
-  SHARDRT_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
+  SHARDRT_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file, options.weights));
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
                            Create(std::move(config), client, executor, options));
   SHARDRT_RETURN_IF_ERROR(model->LoadWeights(file));
@@ -113,12 +113,19 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const GgufFile& fil
 }
 
 absl::Status LlamaModel::LoadWeights(const GgufFile& file) {
-  SHARDRT_ASSIGN_OR_RETURN(LlamaConfig file_config, LlamaConfig::FromGguf(file));
+  SHARDRT_ASSIGN_OR_RETURN(
+      LlamaConfig file_config,
+      LlamaConfig::FromGguf(file, config_.native ? WeightFormat::kNative : WeightFormat::kF32));
+  const auto types = [](const std::optional<NativeWeights>& n) {
+    return n ? std::vector<GgufType>{n->token_embd, n->wqkv, n->wo, n->wgu, n->wdown}
+             : std::vector<GgufType>{};
+  };
   if (file_config.vocab != config_.vocab || file_config.d_model != config_.d_model ||
       file_config.n_layers != config_.n_layers || file_config.ffn != config_.ffn ||
-      file_config.n_heads != config_.n_heads || file_config.n_kv_heads != config_.n_kv_heads) {
+      file_config.n_heads != config_.n_heads || file_config.n_kv_heads != config_.n_kv_heads ||
+      types(file_config.native) != types(config_.native)) {
     return absl::InvalidArgumentError(absl::StrCat("GGUF file ", file.path(),
-                                                   ": its model has other sizes than this one"));
+                                                   ": its model has other sizes or weight types than this one"));
   }
   SHARDRT_ASSIGN_OR_RETURN(weights_,
                            llama::LoadWeights(file, config_, options_.partitions, client_));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "llama/quant_ffi.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/program/array_spec.h"
 #include "shardrt/program/builder.h"
@@ -51,9 +52,11 @@ class Emitter {
   void SetWeight(const std::string& name, Value v) { w_.emplace(name, std::move(v)); }
   const Value& W(const std::string& name) const { return w_.at(name); }
 
-  // One layer's weights, sliced out of the stacked [layers, ...] weights.
+  // One layer's weights, sliced out of the stacked [layers, ...] weights; with native weights
+  // the matrices are the stacked arrays themselves (the kernel reads layer `index` in place).
   struct Layer {
     Value attn_norm, wqkv, wo, ffn_norm, wgu, wdown;
+    Value index;
   };
   // Layer `index` (s32[]) of the stacked weights: one dynamic slice of each.
   Layer LayerAt(const Value& index) {
@@ -66,7 +69,9 @@ class Emitter {
       return b_.Reshape(b_.DynamicSlice(w, starts, sizes),
                         std::vector<int64_t>(sizes.begin() + 1, sizes.end()));
     };
-    return Layer{at("attn_norm"), at("wqkv"), at("wo"), at("ffn_norm"), at("wgu"), at("wdown")};
+    auto matrix = [&](const std::string& name) { return c_.native ? W(name) : at(name); };
+    return Layer{at("attn_norm"), matrix("wqkv"), matrix("wo"), at("ffn_norm"),
+                 matrix("wgu"),   matrix("wdown"), index};
   }
 
   // A loop over the layers: `body` gets the layer index (s32[]) and the carried values and
@@ -105,8 +110,19 @@ class Emitter {
     return b_.Div(scaled, b_.Broadcast(root, {s, d}, {0}));
   }
 
-  // x [s, k] times the rows of w [n, k] -> [s, n] (w holds output features as rows).
-  Value Linear(const Value& x, const Value& w) { return b_.Dot(x, w, {}, {}, {1}, {1}); }
+  // x [s, k] times the rows of w [n, k] -> [s, n] (w holds output features as rows). With
+  // native weights w is weight `type`'s blocks, u8 [n, row bytes] or stacked [layers, n, row
+  // bytes] with `index` the layer, multiplied by the quantized kernel (quant_ffi.h).
+  Value Linear(const Value& x, const Value& w, GgufType type, const Value& index) {
+    if (!c_.native) return b_.Dot(x, w, {}, {}, {1}, {1});
+    const int64_t n = w.shape.dims[w.shape.dims.size() - 2];
+    return b_.CustomCall(kQuantMatmulTarget, {x, w, index}, F32({x.shape.dims[0], n}),
+                         {{"type", int32_t(type)}}, Manual());
+  }
+  // The GGUF type of a native matrix (unused with f32 weights).
+  GgufType TypeOf(GgufType NativeWeights::*field) const {
+    return c_.native ? (*c_.native).*field : GgufType::kF32;
+  }
 
   // Rows of the vocabulary-split embedding for tokens [s]: each device looks up the tokens in
   // its rows (zeros for the others), and the sum over devices is the embedding.
@@ -117,7 +133,10 @@ class Emitter {
     Value in = b_.Binary("and", b_.Compare(local, b_.Splat(0, I32({s})), "GE"),
                          b_.Compare(local, b_.Splat(double(rows), I32({s})), "LT"));
     Value idx = b_.Select(in, local, b_.Splat(0, I32({s})));
-    Value found = b_.Gather(W("token_embd"), idx);
+    Value found = c_.native ? b_.CustomCall(kQuantGatherTarget, {W("token_embd"), idx},
+                                            F32({s, c_.d_model}),
+                                            {{"type", int32_t(c_.native->token_embd)}}, Manual())
+                            : b_.Gather(W("token_embd"), idx);
     Value mask = b_.Broadcast(in, {s, c_.d_model}, {0});
     return AllReduce(b_.Select(mask, found, b_.Splat(0.0, F32({s, c_.d_model}))));
   }
@@ -155,7 +174,8 @@ class Emitter {
     const int64_t s = x.shape.dims[0], cq = c_.q_dim() / p_, ckv = c_.kv_dim() / p_;
     const int64_t width = cq + 2 * ckv;
     Value h = RmsNorm(x, w.attn_norm);
-    Value all = b_.Reshape(AllGather(Linear(h, w.wqkv), 1), {s, p_, width});
+    Value qkv = Linear(h, w.wqkv, TypeOf(&NativeWeights::wqkv), w.index);
+    Value all = b_.Reshape(AllGather(qkv, 1), {s, p_, width});
     auto part = [&](int64_t begin, int64_t size, int64_t heads) {
       Value slice = b_.Slice(all, {0, 0, begin}, {s, p_, begin + size});
       return b_.Reshape(slice, {s, heads, c_.head_dim});
@@ -282,7 +302,7 @@ class Emitter {
 
   // x + attention output projected by wo (each device its slice of the outputs, all-gathered).
   Value AttentionResidual(const Value& x, const Value& attn, const Layer& w) {
-    return b_.Add(x, AllGather(Linear(attn, w.wo), 1));
+    return b_.Add(x, AllGather(Linear(attn, w.wo, TypeOf(&NativeWeights::wo), w.index), 1));
   }
 
   // x + down(silu(gate(h)) * up(h)), h = the normalized x: each device computes its slice of
@@ -291,12 +311,13 @@ class Emitter {
   Value Mlp(const Value& x, const Layer& w) {
     const int64_t s = x.shape.dims[0], f = c_.ffn / p_;
     Value h = RmsNorm(x, w.ffn_norm);
-    Value gu = Linear(h, w.wgu);
+    Value gu = Linear(h, w.wgu, TypeOf(&NativeWeights::wgu), w.index);
     Value gate = b_.Slice(gu, {0, 0}, {s, f});
     Value up = b_.Slice(gu, {0, f}, {s, 2 * f});
     Value denom = b_.Add(b_.Splat(1.0, F32({s, f})), b_.Unary("exponential", b_.Unary("negate", gate)));
     Value act = b_.Div(b_.Mul(gate, up), denom);
-    return b_.Add(x, AllReduce(Linear(act, w.wdown)));
+    Value down = Linear(act, w.wdown, TypeOf(&NativeWeights::wdown), w.index);
+    return b_.Add(x, AllReduce(down));
   }
 
   struct Head {
@@ -308,7 +329,8 @@ class Emitter {
   Head Logits(const Value& x) {
     const int64_t rows = c_.vocab / p_;
     Value h = RmsNorm(x, W("output_norm"));
-    Value logits = b_.Reshape(Linear(h, W("token_embd")), {rows});
+    Value scores = Linear(h, W("token_embd"), TypeOf(&NativeWeights::token_embd), b_.I32(0));
+    Value logits = b_.Reshape(scores, {rows});
     Builder::MaxAndIndex best = b_.ArgMax(logits);
     Value index = b_.Add(best.index, b_.Mul(pid_, b_.I32(rows)));
     if (p_ == 1) return Head{index, logits};
@@ -318,6 +340,10 @@ class Emitter {
   }
 
  private:
+  // The custom calls' sharding: manual in SPMD code, none on one device.
+  std::optional<Sharding> Manual() const {
+    return p_ == 1 ? std::nullopt : std::optional<Sharding>(Sharding::Manual());
+  }
   // The sharding of `spec` over the devices; one that cannot be made is the builder's error.
   Sharding Placement(const ArraySpec& spec) {
     absl::StatusOr<Sharding> sharding = stablehlo::ShardingOf(spec, p_);

@@ -90,37 +90,47 @@ absl::StatusOr<std::vector<DataPtr>> LoadWeights(const GgufFile& file, const Lla
   std::vector<DataPtr> out;
   for (const ArraySpec& spec : WeightSpecs(c)) {
     SHARDRT_ASSIGN_OR_RETURN(Sharding sharding, stablehlo::ShardingOf(spec, p));
-    SHARDRT_ASSIGN_OR_RETURN(
-        std::shared_ptr<const DataLayout> layout,
-        client.MakeLayout(ArrayShape{ElementType::kF32, spec.dims}, sharding, devices));
-    // Device d's shard, dequantized piece by piece into the client's host buffer (a
-    // replicated weight is dequantized once). The client uploads each shard and frees it as
-    // soon as the plugin has it: the host holds at most one shard per pool thread.
-    auto dequantize = [&](size_t d, std::span<std::byte> into) -> absl::Status {
+    SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<const DataLayout> layout,
+                             client.MakeLayout(ArrayShape{spec.type, spec.dims}, sharding, devices));
+    // Device d's shard, piece by piece into the client's host buffer (a replicated weight is
+    // made once): dequantized to f32, or, for a u8 spec (native weights), its blocks copied as
+    // they are. The client uploads each shard and frees it as soon as the plugin has it: the
+    // host holds at most one shard per pool thread.
+    const bool native = spec.type == ElementType::kU8;
+    auto produce = [&](size_t d, std::span<std::byte> into) -> absl::Status {
       SHARDRT_ASSIGN_OR_RETURN(std::vector<ShardPiece> pieces,
                                ShardPieces(file, c, spec, p, int64_t(d)));
-      const absl::Span<float> shard(reinterpret_cast<float*>(into.data()),
-                                    into.size() / sizeof(float));
-      size_t at = 0;
+      size_t at = 0;  // bytes written
       for (const ShardPiece& piece : pieces) {
-        const size_t n =
-            size_t((piece.row_end - piece.row_begin) * (piece.col_end - piece.col_begin));
-        if (at + n > shard.size()) {
+        const BlockLayout block = LayoutOf(piece.tensor->type);
+        const int64_t values =
+            (piece.row_end - piece.row_begin) * (piece.col_end - piece.col_begin);
+        const size_t n = native ? size_t(values / block.block_elements * block.block_bytes)
+                                : size_t(values) * sizeof(float);
+        if (at + n > into.size()) {
           return absl::InternalError(absl::StrCat("weight ", spec.name, ": pieces overflow"));
         }
-        SHARDRT_RETURN_IF_ERROR(Dequantize(file, *piece.tensor, piece.row_begin, piece.row_end,
-                                           piece.col_begin, piece.col_end,
-                                           shard.subspan(at, n)));
+        if (native) {
+          SHARDRT_RETURN_IF_ERROR(CopyBlocks(file, *piece.tensor, piece.row_begin,
+                                             piece.row_end, piece.col_begin, piece.col_end,
+                                             absl::MakeSpan(into.data() + at, n)));
+        } else {
+          SHARDRT_RETURN_IF_ERROR(Dequantize(
+              file, *piece.tensor, piece.row_begin, piece.row_end, piece.col_begin,
+              piece.col_end,
+              absl::MakeSpan(reinterpret_cast<float*>(into.data() + at), n / sizeof(float))));
+        }
         at += n;
       }
-      if (at != shard.size()) {
+      if (at != into.size()) {
         return absl::InternalError(absl::StrCat("weight ", spec.name, ": pieces hold ", at,
-                                                " values, the shard ", shard.size()));
+                                                " bytes, the shard ", into.size()));
       }
       return absl::OkStatus();
     };
-    // About 0.5 ns per f32 byte to dequantize.
-    SHARDRT_ASSIGN_OR_RETURN(DataPtr data, client.AssembleFromShards(layout, dequantize, 0.5));
+    // About 0.5 ns per f32 byte to dequantize; a copy of blocks is cheaper.
+    SHARDRT_ASSIGN_OR_RETURN(DataPtr data,
+                             client.AssembleFromShards(layout, produce, native ? 0.1 : 0.5));
     // This weight's tensors have been read: their pages of the file can go.
     file.ReleasePages();
     out.push_back(std::move(data));

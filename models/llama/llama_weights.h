@@ -37,8 +37,9 @@ struct ShardPiece {
                                                                   int64_t partitions,
                                                                   int64_t device);
 
-// Dequantizes and uploads every weight, in WeightSpecs order. Errors: CheckPartitions',
-// the file's (a tensor that cannot be dequantized), the transfer's. Blocks until every upload
+// Makes (copies or dequantizes) and uploads every weight, in WeightSpecs order. Errors:
+// CheckPartitions', the file's (a tensor that cannot be read: a range outside it, a block
+// whose scale is not finite), the transfer's. Blocks until every upload
 // has been handed to the plugin; the host buffers are freed as it goes.
 [[nodiscard]] absl::StatusOr<std::vector<DataPtr>> LoadWeights(const GgufFile& file,
                                                                const LlamaConfig& config,

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -46,9 +47,13 @@ bool IsTensorOf(const GgufFile& file, const GgufTensor& tensor, const BlockLayou
 }
 
 // Dequantize's checks of the tensor, the ranges and `out`; `what` begins each message.
+// What a request writes: f32 values (Dequantize) or the blocks' bytes (CopyBlocks).
+enum class Output { kFloats, kBytes };
+
 absl::Status CheckRequest(const GgufFile& file, const GgufTensor& tensor,
                           const BlockLayout& layout, absl::string_view what, int64_t row_begin,
-                          int64_t row_end, int64_t col_begin, int64_t col_end, size_t out_size) {
+                          int64_t row_end, int64_t col_begin, int64_t col_end, size_t out_size,
+                          Output output = Output::kFloats) {
   const absl::string_view path = file.path();
   if (!IsTensorOf(file, tensor, layout)) {
     return Invalid(path, what, ": not a tensor of this file (",
@@ -72,9 +77,11 @@ absl::Status CheckRequest(const GgufFile& file, const GgufTensor& tensor,
                    " tensor: expected multiples of the block size ", layout.block_elements);
   }
   const int64_t width = col_end - col_begin;
-  const int64_t count = (row_end - row_begin) * width;  // at most the element count
+  int64_t count = (row_end - row_begin) * width;  // at most the element count
+  if (output == Output::kBytes) count = count / layout.block_elements * layout.block_bytes;
   if (static_cast<int64_t>(out_size) != count) {
-    return Invalid(path, what, ": output of ", out_size, " floats, expected ", count, " (",
+    return Invalid(path, what, ": output of ", out_size,
+                   output == Output::kBytes ? " bytes" : " floats", ", expected ", count, " (",
                    row_end - row_begin, " rows x ", width, " columns)");
   }
   return absl::OkStatus();
@@ -309,6 +316,70 @@ void DequantizeRow(GgufType type, const std::byte* row, int64_t col_begin, int64
   }
 }
 
+namespace {
+
+// Byte offsets of the f16 scales (and minimums) in a block of `type`; empty for F32/F16/BF16.
+std::vector<int> ScaleOffsets(GgufType type) {
+  switch (type) {
+    case GgufType::kQ4_0:
+    case GgufType::kQ5_0:
+    case GgufType::kQ8_0: return {0};
+    case GgufType::kQ4_1:
+    case GgufType::kQ5_1:
+    case GgufType::kQ4_K: return {0, 2};
+    case GgufType::kQ6_K: return {208};
+    default: return {};
+  }
+}
+
+// Every scale of blocks [col_begin, col_end) / E of rows [row_begin, row_end) must be finite.
+absl::Status CheckScales(const GgufFile& file, const GgufTensor& tensor,
+                         const BlockLayout& layout, int64_t row_begin, int64_t row_end,
+                         int64_t col_begin, int64_t col_end) {
+  const std::vector<int> offsets = ScaleOffsets(tensor.type);
+  if (offsets.empty()) return absl::OkStatus();
+  const int64_t blocks_per_row = tensor.row_length() / layout.block_elements;
+  const std::byte* data = file.bytes().data() + tensor.offset;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (int64_t b = col_begin / layout.block_elements; b < col_end / layout.block_elements;
+         ++b) {
+      const std::byte* block = data + (r * blocks_per_row + b) * layout.block_bytes;
+      for (int offset : offsets) {
+        const uint16_t half = Load16(block + offset);
+        if (((half >> 10) & 0x1f) == 0x1f) {
+          return Invalid(file.path(), "tensor '", absl::CHexEscape(tensor.name), "': row ", r,
+                         ", block ", b, ": its ", offset == 2 ? "minimum" : "scale",
+                         " is not finite (f16 0x", absl::Hex(half, absl::kZeroPad4), ")");
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CopyBlocks(const GgufFile& file, const GgufTensor& tensor, int64_t row_begin,
+                        int64_t row_end, int64_t col_begin, int64_t col_end,
+                        absl::Span<std::byte> out) {
+  const std::string what =
+      absl::StrCat("CopyBlocks of tensor '", absl::CHexEscape(tensor.name), "'");
+  const BlockLayout layout = LayoutOf(tensor.type);
+  SHARDRT_RETURN_IF_ERROR(CheckRequest(file, tensor, layout, what, row_begin, row_end,
+                                       col_begin, col_end, out.size(), Output::kBytes));
+  SHARDRT_RETURN_IF_ERROR(
+      CheckScales(file, tensor, layout, row_begin, row_end, col_begin, col_end));
+  const int64_t width = (col_end - col_begin) / layout.block_elements * layout.block_bytes;
+  if (width == 0 || row_begin == row_end) return absl::OkStatus();
+  const int64_t row_bytes = tensor.row_length() / layout.block_elements * layout.block_bytes;
+  const std::byte* data = file.bytes().data() + tensor.offset +
+                          col_begin / layout.block_elements * layout.block_bytes;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    std::memcpy(out.data() + (r - row_begin) * width, data + r * row_bytes, size_t(width));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Dequantize(const GgufFile& file, const GgufTensor& tensor, int64_t row_begin,
                         int64_t row_end, int64_t col_begin, int64_t col_end,
                         absl::Span<float> out) {
@@ -317,6 +388,8 @@ absl::Status Dequantize(const GgufFile& file, const GgufTensor& tensor, int64_t 
   const BlockLayout layout = LayoutOf(tensor.type);
   SHARDRT_RETURN_IF_ERROR(CheckRequest(file, tensor, layout, what, row_begin, row_end,
                                        col_begin, col_end, out.size()));
+  SHARDRT_RETURN_IF_ERROR(
+      CheckScales(file, tensor, layout, row_begin, row_end, col_begin, col_end));
   const int64_t width = col_end - col_begin;
   if (width == 0 || row_begin == row_end) return absl::OkStatus();  // (`out` may hold no pointer)
   const int64_t row_bytes = tensor.row_length() / layout.block_elements * layout.block_bytes;

@@ -77,14 +77,23 @@ void DequantizeRow(GgufType type, const std::byte* row, int64_t col_begin, int64
 // Dequantizes rows [row_begin, row_end) x columns [col_begin, col_end) of `tensor` (a tensor of
 // `file`; rows and columns as in gguf.h) into `out`, row-major, (row_end - row_begin) *
 // (col_end - col_begin) floats, read straight from the file's mapping. For quantized types
-// col_begin and col_end must be multiples of the block size (32). The values are bit-identical
+// col_begin and col_end must be multiples of the block size. The values are bit-identical
 // to the gguf Python package's dequantization. Errors: InvalidArgument naming the file and the
 // tensor for a range outside the tensor, a column bound not on a block boundary, an `out` of
-// the wrong size, or a `tensor` whose type, dims, offset and bytes do not describe data inside
-// `file`. Borrows `file` and `out` for the call only; safe to call from several threads at once
+// the wrong size, a `tensor` whose type, dims, offset and bytes do not describe data inside
+// `file`, or a block in the range whose scale or minimum is not finite (naming row and block).
+// Borrows `file` and `out` for the call only; safe to call from several threads at once
 // on the same file (each with its own `out`).
 [[nodiscard]] absl::Status Dequantize(const GgufFile& file, const GgufTensor& tensor,
                                       int64_t row_begin, int64_t row_end, int64_t col_begin,
                                       int64_t col_end, absl::Span<float> out);
+
+// The blocks of rows [row_begin, row_end) x columns [col_begin, col_end) of `tensor` as they are
+// stored (their bytes, row after row: (row_end - row_begin) * (col_end - col_begin) / E * B
+// bytes for E values in B bytes a block) into `out`: a weight kept in its GGUF format. Errors
+// and thread safety as Dequantize's.
+[[nodiscard]] absl::Status CopyBlocks(const GgufFile& file, const GgufTensor& tensor,
+                                      int64_t row_begin, int64_t row_end, int64_t col_begin,
+                                      int64_t col_end, absl::Span<std::byte> out);
 
 }  // namespace shardrt::llama

@@ -10,6 +10,7 @@
 #include "llama/gguf.h"
 #include "llama/llama_config.h"
 #include "llama/llama_model.h"
+#include "llama/quant_ffi.h"
 #include "llama/stop_text.h"
 #include "llama/tokenizer.h"
 #include "llama/utf8.h"
@@ -101,7 +102,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(Runtime& runtime,
   // Not shared yet; locked for the analysis' sake.
   MutexLock lock(state->mu);
   SHARDRT_ASSIGN_OR_RETURN(state->file, llama::GgufFile::Open(options.model_path));
-  SHARDRT_ASSIGN_OR_RETURN(state->config, llama::LlamaConfig::FromGguf(*state->file));
+  SHARDRT_ASSIGN_OR_RETURN(state->config,
+                           llama::LlamaConfig::FromGguf(*state->file, options.weights));
+  if (options.weights == WeightFormat::kNative) {
+    SHARDRT_RETURN_IF_ERROR(llama::RegisterQuantKernels(runtime));
+  }
   SHARDRT_ASSIGN_OR_RETURN(state->tokenizer, llama::Tokenizer::FromGguf(*state->file));
   state->chat_format = llama::ReadChatFormat(*state->file);
   for (const char* stop : {"<|im_end|>", "<|endoftext|>"}) {
@@ -123,6 +128,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(Runtime& runtime,
   const int64_t p = state->devices;
   llama::ModelOptions model_options;
   model_options.partitions = p;
+  model_options.weights = options.weights;
   model_options.granule = 64 % p == 0 ? 64 : p * 8;
   model_options.block = OrDefault(options.attention_block, 256 % p == 0 ? 256 : p * 32);
   model_options.cache_len = OrDefault(options.context_length, std::min<int64_t>(2048, c.context));

@@ -387,6 +387,54 @@ Value Builder::Gather(const Value& table, const Value& ids) {
             ArrayShape{table.shape.type, {n, width}});
 }
 
+namespace {
+
+bool IsIdentifier(absl::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+}  // namespace
+
+Value Builder::CustomCall(absl::string_view target, const std::vector<Value>& operands,
+                          ArrayShape result,
+                          const std::vector<std::pair<std::string, int32_t>>& attributes,
+                          const std::optional<Sharding>& sharding) {
+  if (!IsIdentifier(target)) {
+    Fail("custom_call", absl::StrCat("target '", target, "': expected an identifier"));
+  }
+  std::vector<std::string> config;
+  for (const auto& [name, value] : attributes) {
+    if (!IsIdentifier(name)) {
+      Fail("custom_call", absl::StrCat("attribute '", name, "': expected an identifier"));
+    }
+    config.push_back(absl::StrCat(name, " = ", value, " : i32"));
+  }
+  // Row-major layouts for every operand and the result, stated: a kernel reads and writes its
+  // buffers row-major, while XLA would otherwise pick whatever layout suits the neighbours (a
+  // result feeding an all-gather along its last dimension comes out column-major).
+  auto row_major = [](const ArrayShape& shape) {
+    std::vector<int64_t> minor_to_major;
+    for (int64_t d = int64_t(shape.dims.size()) - 1; d >= 0; --d) minor_to_major.push_back(d);
+    return absl::StrCat("dense<", minor_to_major.empty() ? "" : absl::StrCat("[", absl::StrJoin(minor_to_major, ", "), "]"),
+                        "> : tensor<", minor_to_major.size(), "xindex>");
+  };
+  std::vector<std::string> operand_layouts;
+  for (const Value& v : operands) operand_layouts.push_back(row_major(v.shape));
+  std::string attrs = absl::StrCat(
+      "call_target_name = \"", target, "\", api_version = 4 : i32, operand_layouts = [",
+      absl::StrJoin(operand_layouts, ", "), "], result_layouts = [", row_major(result), "]");
+  if (!config.empty()) {
+    absl::StrAppend(&attrs, ", backend_config = {", absl::StrJoin(config, ", "), "}");
+  }
+  if (sharding.has_value()) {
+    absl::StrAppend(&attrs, ", mhlo.sharding = \"", PrintSharding(*sharding), "\"");
+  }
+  return Op("custom_call", operands, attrs, std::move(result));
+}
+
 Value Builder::ShardingConstraint(const Value& a, const Sharding& sharding) {
   return Op("custom_call", {a},
             absl::StrCat("call_target_name = \"Sharding\", mhlo.sharding = \"",

@@ -1,5 +1,6 @@
 """Checks `shardrt generate` against the NumPy reference (reference.py) on the real model:
-for several prompts, the greedy tokens on 8 devices equal those on 1 device and the reference's,
+for several prompts, the greedy tokens on native weights (the quantized kernels) on 8 devices
+equal those on 1 device, those on f32 weights (--weights f32, 1 device) and the reference's,
 over at least 32 generated tokens for the plain prompts, and every step's logits agree with the
 reference's within LOGIT_TOLERANCE; and the chat answer to "What is the capital of France?"
 names Paris.
@@ -29,10 +30,10 @@ PROMPTS = [  # (flags, tokens to generate)
 STOP = (0, 2)  # <|endoftext|>, <|im_end|>
 
 
-def run(cli, model, flags, tokens, devices, workdir):
-    logits_path = os.path.join(workdir, f"logits_{devices}.npy")
+def run(cli, model, flags, tokens, devices, workdir, weights="native"):
+    logits_path = os.path.join(workdir, f"logits_{devices}_{weights}.npy")
     cmd = [cli, "generate", "--model", model, "--devices", str(devices), "--max-tokens",
-           str(tokens), "--json", "--logits-out", logits_path] + flags
+           str(tokens), "--json", "--logits-out", logits_path, "--weights", weights] + flags
     if devices == 8:
         # One slot per device per iteration of the decode attention loop: up to 11 iterations
         # per layer here, against the single iteration of the 1-device run (default block).
@@ -52,12 +53,15 @@ def main(cli, model):
         for flags, n in PROMPTS:
             r8, logits8 = run(cli, model, flags, n, 8, workdir)
             r1, logits1 = run(cli, model, flags, n, 1, workdir)
+            rf, logitsf = run(cli, model, flags, n, 1, workdir, "f32")
             ref_tokens, ref_logits = reference.greedy(r8["prompt_tokens"], n, STOP)
             name = " ".join(flags)
             if r8["prompt_tokens"] != r1["prompt_tokens"]:
                 failures.append(f"{name}: prompt tokens differ between 8 and 1 devices")
             if r8["tokens"] != r1["tokens"]:
                 failures.append(f"{name}: 8 devices {r8['tokens']} != 1 device {r1['tokens']}")
+            if rf["tokens"] != r1["tokens"]:
+                failures.append(f"{name}: f32 weights {rf['tokens']} != native {r1['tokens']}")
             if r8["tokens"] != ref_tokens:
                 failures.append(f"{name}: shardrt {r8['tokens']} != reference {ref_tokens}")
             if "--chat" not in flags and len(r8["tokens"]) < 32:
@@ -65,13 +69,14 @@ def main(cli, model):
             steps = min(len(logits8), len(ref_logits))
             diff8 = float(np.max(np.abs(logits8[:steps] - ref_logits[:steps])))
             diff1 = float(np.max(np.abs(logits1[:steps] - ref_logits[:steps])))
-            worst = max(worst, diff8, diff1)
-            if diff8 > LOGIT_TOLERANCE or diff1 > LOGIT_TOLERANCE:
+            difff = float(np.max(np.abs(logitsf[:steps] - ref_logits[:steps])))
+            worst = max(worst, diff8, diff1, difff)
+            if max(diff8, diff1, difff) > LOGIT_TOLERANCE:
                 failures.append(f"{name}: logits differ from the reference by {diff8:.3g} "
-                                f"(8 devices) / {diff1:.3g} (1 device)")
+                                f"(8 devices) / {diff1:.3g} (1 device) / {difff:.3g} (f32)")
             print(f"{name}: {len(r8['tokens'])} tokens (8 devices {r8['tokens'] == r1['tokens'] and 'equal' or 'NOT equal'} to 1 device, "
                   f"{r8['tokens'] == ref_tokens and 'equal' or 'NOT equal'} to the reference); max |logit diff| {diff8:.2e} (8), "
-                  f"{diff1:.2e} (1); text {r8['text']!r}")
+                  f"{diff1:.2e} (1), {difff:.2e} (f32); text {r8['text']!r}")
             if "--chat" in flags and "Paris" not in r8["text"]:
                 failures.append(f"{name}: the answer does not name Paris: {r8['text']!r}")
     for f in failures:

@@ -72,6 +72,10 @@ constexpr FlagDef kFlags[] = {
      .description = "positions per step of the decode attention loop (a multiple of the devices)",
      .default_text = "256, or devices x 32 when the devices do not divide 256", .int_min = 1,
      .int_max = 8192},
+    {.name = "weights", .value_name = "native|f32",
+     .description = "the weight matrices as their GGUF blocks (quantized kernels) or "
+                    "dequantized to f32 at load",
+     .default_text = "native"},
     {.name = "compile-only", .type = FlagType::kBoolean,
      .description = "compile the programs into the compile cache and exit without loading "
                     "the weights",
@@ -86,6 +90,15 @@ absl::StatusOr<std::string> ModelPath(const Flags& flags) {
   return absl::InvalidArgumentError(
       "no model: pass --model FILE.gguf or set SHARDRT_MODEL (scripts/bootstrap.sh fetches "
       "SmolLM2-135M-Instruct to .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf)");
+}
+
+// --weights: native (the default) or f32. Error: InvalidArgument naming the value.
+absl::StatusOr<llm::WeightFormat> WeightsFlag(const Flags& flags) {
+  const std::string value = flags.Get("weights").value_or("native");
+  if (value == "native") return llm::WeightFormat::kNative;
+  if (value == "f32") return llm::WeightFormat::kF32;
+  return absl::InvalidArgumentError(
+      absl::StrCat("flag --weights: expected native or f32, got '", value.substr(0, 32), "'"));
 }
 
 // "1,2,3" as token ids. Error: InvalidArgument naming the entry.
@@ -315,6 +328,7 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
                               .retention = llm::ProgramRetention::kReleasePrefill};
   SHARDRT_ASSIGN_OR_RETURN(options.attention_block,
                            flags.GetInt("attention-block", 256 % g.devices == 0 ? 256 : g.devices * 32));
+  SHARDRT_ASSIGN_OR_RETURN(options.weights, WeightsFlag(flags));
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Session> session,
                            llm::Session::Open(*runtime, options));
   SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptOf(*session, g.request));

@@ -38,6 +38,7 @@
 #include "shardrt/llm/cancellation.h"
 #include "shardrt/llm/chat.h"
 #include "shardrt/llm/sampling.h"
+#include "shardrt/llm/weight_format.h"
 #include "shardrt/runtime/runtime.h"
 
 namespace shardrt::llm {
@@ -63,6 +64,9 @@ struct SHARDRT_EXPORT SessionOptions {
   // 256 is not a multiple of the devices. Must be a multiple of the devices.
   int64_t attention_block = 0;
   ProgramRetention retention = ProgramRetention::kKeepAll;
+  // The weight matrices as their GGUF blocks (native, the default: the quantized kernels are
+  // registered with the runtime's plugin at Open) or dequantized to f32.
+  WeightFormat weights = WeightFormat::kNative;
 };
 
 // How GenerateRequest::prompt is turned into tokens.

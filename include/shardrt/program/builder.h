@@ -16,7 +16,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -132,6 +134,18 @@ class SHARDRT_EXPORT Builder {
   Value PadHigh(const Value& a, std::vector<int64_t> high);
   // Rows `ids` (s32[n]) of `table` [rows, width] -> [n, width].
   Value Gather(const Value& table, const Value& ids);
+
+  // A typed XLA FFI custom call (api_version 4) to `target`, a kernel registered with
+  // Runtime::RegisterFfiHandler: `operands` in, one array of type `result` out, `attributes`
+  // passed as i32 values in its backend_config dictionary (names are identifiers); every
+  // operand and the result are laid out row-major (stated in the call, so that XLA does not
+  // pick another layout around it). In manual
+  // SPMD code pass Sharding::Manual() as `sharding`, so that each device runs it on its own
+  // shard. A target or attribute name that is not an identifier is a status() error.
+  Value CustomCall(absl::string_view target, const std::vector<Value>& operands,
+                   ArrayShape result,
+                   const std::vector<std::pair<std::string, int32_t>>& attributes = {},
+                   const std::optional<Sharding>& sharding = std::nullopt);
 
   // SPMD. A sharding constraint (custom_call @Sharding) on `a`.
   Value ShardingConstraint(const Value& a, const Sharding& sharding);

@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "llama/llama_weights.h"
+#include "llama/quant_ffi.h"
 #include "test_env.h"
 
 namespace shardrt::llama {
@@ -19,6 +20,7 @@ class LlamaModelTest : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!std::filesystem::exists(SHARDRT_MODEL_PATH)) return;
     runtime_ = testing::MakeTestRuntime().release();
+    ASSERT_TRUE(RegisterQuantKernels(*runtime_).ok());
     auto file = GgufFile::Open(SHARDRT_MODEL_PATH);
     ASSERT_TRUE(file.ok()) << file.status();
     file_ = file->release();

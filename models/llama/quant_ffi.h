@@ -1,0 +1,39 @@
+// The quantized matrix kernels (quant_matmul.h) as XLA FFI handlers, so that the model's
+// StableHLO programs call them as custom calls on weights that stay in their GGUF blocks:
+//
+//   y = stablehlo.custom_call @shardrt_quant_matmul(x, w, layer)
+//         {api_version = 4 : i32, backend_config = {type = T : i32}}
+//     x f32[..., k]; w u8[n, row_bytes] or u8[layers, n, row_bytes] (stacked, the layer's
+//     matrix is used in place, never sliced out); layer s32[]; y f32[..., n]: y = x . W^T.
+//
+//   y = stablehlo.custom_call @shardrt_quant_gather(w, ids)
+//         {api_version = 4 : i32, backend_config = {type = T : i32}}
+//     w u8[n, row_bytes]; ids s32[s]; y f32[s, k]: the rows ids[i] of W decoded (zeros for an id
+//     outside [0, n)): the embedding lookup.
+//
+// T is the GGUF type number. Every operand's shape is checked against T before any byte is
+// read (an error names the target, the operand, expected vs got).
+//
+// Threads: a product splits the rows of W into chunks that the calling thread and up to one
+// task per other thread of the plugin's intra-op pool take from a shared counter; the caller
+// does whatever no task has taken, so the handler never waits for a task that has not started
+// (no deadlock when every pool thread is running a device's program, as with 8 devices on 2
+// cores; late tasks find no work and end). Products under ~64K multiply-adds run on the caller.
+// The path (generic, AVX2, AVX-512) is BestIsa().
+#pragma once
+
+#include "absl/status/status.h"
+#include "shardrt/runtime/runtime.h"
+
+namespace shardrt::llama {
+
+inline constexpr char kQuantMatmulTarget[] = "shardrt_quant_matmul";
+inline constexpr char kQuantGatherTarget[] = "shardrt_quant_gather";
+
+// Registers both handlers with `runtime`'s plugin (Runtime::RegisterFfiHandler: registered,
+// then proven by a probe compile). Errors: Runtime::RegisterFfiHandler's (e.g. a plugin without
+// the FFI extension: Unimplemented). Registration is process-wide; calling it again (another
+// runtime of the same plugin) is harmless. Thread-safe.
+[[nodiscard]] absl::Status RegisterQuantKernels(const Runtime& runtime);
+
+}  // namespace shardrt::llama
