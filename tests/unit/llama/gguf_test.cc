@@ -795,3 +795,66 @@ TEST(GgufModelTest, ReleasedPagesReadBackTheSameValues) {
 
 }  // namespace
 }  // namespace shardrt::llama
+
+namespace shardrt::llama {
+namespace {
+
+// Q8_0 blocks of 32 values: d (f16) then 32 int8.
+std::string Q8Block(uint16_t half_scale, int8_t q) {
+  std::string block(34, char(q));
+  block[0] = char(half_scale & 0xff);
+  block[1] = char(half_scale >> 8);
+  return block;
+}
+
+TEST(GgufTest, CopyBlocksGivesTheStoredBytesOfWholeBlocks) {
+  // 2 rows of 64 values: 2 Q8_0 blocks a row, each block its own scale and quant.
+  const std::string data = Q8Block(0x3c00, 1) + Q8Block(0x4000, 2) + Q8Block(0x3800, 3) +
+                           Q8Block(0x3c00, -4);
+  GgufWriter w;
+  w.Tensor({"q8", {64, 2}, 8, data});
+  auto opened = OpenBytes(w.Build());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const GgufFile& file = **opened;
+  const GgufTensor& q8 = *file.Find("q8");
+  std::vector<std::byte> all(data.size());
+  ASSERT_TRUE(CopyBlocks(file, q8, 0, 2, 0, 64, absl::MakeSpan(all)).ok());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(all.data()), all.size()), data);
+  // The second block of each row.
+  std::vector<std::byte> part(2 * 34);
+  ASSERT_TRUE(CopyBlocks(file, q8, 0, 2, 32, 64, absl::MakeSpan(part)).ok());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(part.data()), part.size()),
+            data.substr(34, 34) + data.substr(102, 34));
+  std::vector<std::byte> wrong(33);
+  EXPECT_THAT(CopyBlocks(file, q8, 0, 1, 0, 32, absl::MakeSpan(wrong)).message(),
+              HasSubstr("output of 33 bytes, expected 34"));
+  EXPECT_THAT(CopyBlocks(file, q8, 0, 1, 0, 16, absl::MakeSpan(wrong)).message(),
+              HasSubstr("expected multiples of the block size 32"));
+}
+
+TEST(GgufTest, ABlockWithANonFiniteScaleIsAnErrorNamingIt) {
+  for (const uint16_t bad : {uint16_t{0x7e00}, uint16_t{0x7c00}, uint16_t{0xfc00}}) {
+    SCOPED_TRACE(bad);
+    GgufWriter w;
+    w.Tensor({"q8", {64, 2}, 8,
+              Q8Block(0x3c00, 1) + Q8Block(0x3c00, 1) + Q8Block(0x3c00, 1) + Q8Block(bad, 1)});
+    auto opened = OpenBytes(w.Build());
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    const GgufFile& file = **opened;
+    const GgufTensor& q8 = *file.Find("q8");
+    std::vector<float> values(128);
+    const absl::Status dequantized = Dequantize(file, q8, 0, 2, 0, 64, absl::MakeSpan(values));
+    EXPECT_EQ(dequantized.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(dequantized.message(), HasSubstr("tensor 'q8': row 1, block 1: its scale is not "
+                                                 "finite"));
+    std::vector<std::byte> bytes(4 * 34);
+    EXPECT_THAT(CopyBlocks(file, q8, 0, 2, 0, 64, absl::MakeSpan(bytes)).message(),
+                HasSubstr("row 1, block 1: its scale is not finite"));
+    // The rows and blocks before it read.
+    std::vector<float> first(64);
+    EXPECT_TRUE(Dequantize(file, q8, 0, 1, 0, 64, absl::MakeSpan(first)).ok());
+  }
+}
+
+}  // namespace
+}  // namespace shardrt::llama

@@ -253,3 +253,47 @@ TEST(WriteModuleTest, MismatchesAndTheBuildersErrorsAreReported) {
 
 }  // namespace
 }  // namespace shardrt::stablehlo
+
+namespace shardrt::stablehlo {
+namespace {
+
+TEST(BuilderTest, CustomCallsAreTypedFfiCallsWithRowMajorLayoutsAndI32Attributes) {
+  Builder b;
+  Value x = Builder::Parameter(0, F32({2, 8}));
+  Value w = Builder::Parameter(1, ArrayShape{ElementType::kU8, {3, 4, 20}});
+  Value layer = b.I32(1);
+  Value y = b.CustomCall("my_kernel", {x, w, layer}, F32({2, 4}), {{"type", 3}, {"k", -1}},
+                         Sharding::Manual());
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  EXPECT_EQ(y.shape, F32({2, 4}));
+  const std::string& body = b.body();
+  EXPECT_TRUE(absl::StrContains(
+      body, "call_target_name = \"my_kernel\", api_version = 4 : i32, operand_layouts = "
+            "[dense<[1, 0]> : tensor<2xindex>, dense<[2, 1, 0]> : tensor<3xindex>, dense<> : "
+            "tensor<0xindex>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], "
+            "backend_config = {type = 3 : i32, k = -1 : i32}, mhlo.sharding = \"{manual}\""))
+      << body;
+  EXPECT_TRUE(absl::StrContains(
+      body, "(tensor<2x8xf32>, tensor<3x4x20xui8>, tensor<i32>) -> tensor<2x4xf32>"))
+      << body;
+  // Without attributes or a sharding, neither is written.
+  Builder plain;
+  plain.CustomCall("k", {x}, F32({2, 8}));
+  EXPECT_FALSE(absl::StrContains(plain.body(), "backend_config")) << plain.body();
+  EXPECT_FALSE(absl::StrContains(plain.body(), "mhlo.sharding")) << plain.body();
+}
+
+TEST(BuilderTest, CustomCallNamesMustBeIdentifiers) {
+  for (const char* target : {"", "has space", "quote\"", "1st"}) {
+    Builder b;
+    b.CustomCall(target, {}, F32({1}));
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << target;
+    EXPECT_TRUE(absl::StrContains(b.status().message(), "expected an identifier")) << b.status();
+  }
+  Builder b;
+  b.CustomCall("k", {}, F32({1}), {{"bad name", 1}});
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "attribute 'bad name'")) << b.status();
+}
+
+}  // namespace
+}  // namespace shardrt::stablehlo
