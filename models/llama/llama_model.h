@@ -44,7 +44,7 @@ enum class ProgramRetention {
 struct ModelOptions {
   int64_t partitions = 8;
   // How Load takes the weights (Create takes the config's). Native weights need the quantized
-  // kernels registered with the runtime first (RegisterQuantKernels, quant_ffi.h).
+  // kernels registered with the runtime first (RegisterModelKernels, quant_ffi.h).
   WeightFormat weights = WeightFormat::kNative;
   // Positions the KV cache holds: the prompt plus every generated token must fit. Rounded up
   // to a multiple of both the bucket granule and the attention block, at most the model's

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "llama/decode_attention.h"
 #include "llama/quant_ffi.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/program/array_spec.h"
@@ -228,28 +229,44 @@ class Emitter {
 
   // The attention output [s, heads * hd] from every device's partial: one all-gather brings
   // every device's (o, m, l), which combine exactly as one softmax over all positions.
-  Value Combine(Partial part) {
-    const int64_t kv = c_.n_kv_heads, s = part.m.shape.dims[1], g = c_.n_heads / kv,
+  Value Combine(const Partial& part) {
+    const int64_t kv = c_.n_kv_heads, s = part.m.shape.dims[1], g = c_.n_heads / kv;
+    if (p_ == 1) return Normalize(part.o, part.l);
+    Value packed = b_.Concatenate({part.o, b_.Reshape(part.m, {kv, s, g, 1}),
+                                   b_.Reshape(part.l, {kv, s, g, 1})},
+                                  3);
+    return CombinePacked(packed);
+  }
+
+  // Combine of partials packed as [kv, s, g, hd + 2] (o, then m, then l), the form the decode
+  // attention kernel writes.
+  Value CombinePacked(const Value& packed) {
+    const int64_t kv = c_.n_kv_heads, s = packed.shape.dims[1], g = c_.n_heads / kv,
                   hd = c_.head_dim;
-    Value o = part.o, m = part.m, l = part.l;
-    const std::vector<int64_t> out4 = {kv, s, g, hd};
-    if (p_ > 1) {
-      Value packed = b_.Concatenate(
-          {o, b_.Reshape(m, {kv, s, g, 1}), b_.Reshape(l, {kv, s, g, 1})}, 3);
-      Value all = b_.AllGather(b_.Reshape(packed, {1, kv, s, g, hd + 2}), 0, p_);
+    if (p_ == 1) {
       auto field = [&](int64_t begin, int64_t size) {
-        return b_.Slice(all, {0, 0, 0, 0, begin}, {p_, kv, s, g, begin + size});
+        return b_.Slice(packed, {0, 0, 0, begin}, {kv, s, g, begin + size});
       };
-      const std::vector<int64_t> each = {p_, kv, s, g};
-      Value ms = b_.Reshape(field(hd, 1), each);
-      Value ls = b_.Reshape(field(hd + 1, 1), each);
-      m = b_.Reduce(ms, {0}, "maximum", b_.NegInf());
-      Value scale = b_.Unary("exponential", b_.Sub(ms, b_.Broadcast(m, each, {1, 2, 3})));
-      l = b_.Reduce(b_.Mul(ls, scale), {0}, "add", b_.Splat(0.0, F32({})));
-      Value os = b_.Mul(field(0, hd), b_.Broadcast(scale, {p_, kv, s, g, hd}, {0, 1, 2, 3}));
-      o = b_.Reduce(os, {0}, "add", b_.Splat(0.0, F32({})));
+      return Normalize(field(0, hd), b_.Reshape(field(hd + 1, 1), {kv, s, g}));
     }
-    Value out = b_.Div(o, b_.Broadcast(l, out4, {0, 1, 2}));
+    Value all = b_.AllGather(b_.Reshape(packed, {1, kv, s, g, hd + 2}), 0, p_);
+    auto field = [&](int64_t begin, int64_t size) {
+      return b_.Slice(all, {0, 0, 0, 0, begin}, {p_, kv, s, g, begin + size});
+    };
+    const std::vector<int64_t> each = {p_, kv, s, g};
+    Value ms = b_.Reshape(field(hd, 1), each);
+    Value ls = b_.Reshape(field(hd + 1, 1), each);
+    Value m = b_.Reduce(ms, {0}, "maximum", b_.NegInf());
+    Value scale = b_.Unary("exponential", b_.Sub(ms, b_.Broadcast(m, each, {1, 2, 3})));
+    Value l = b_.Reduce(b_.Mul(ls, scale), {0}, "add", b_.Splat(0.0, F32({})));
+    Value os = b_.Mul(field(0, hd), b_.Broadcast(scale, {p_, kv, s, g, hd}, {0, 1, 2, 3}));
+    return Normalize(b_.Reduce(os, {0}, "add", b_.Splat(0.0, F32({}))), l);
+  }
+
+  // o [kv, s, g, hd] / l [kv, s, g] as [s, heads * hd].
+  Value Normalize(const Value& o, const Value& l) {
+    const int64_t s = o.shape.dims[1];
+    Value out = b_.Div(o, b_.Broadcast(l, o.shape.dims, {0, 1, 2}));
     return b_.Reshape(b_.Transpose(out, {1, 0, 2, 3}), {s, c_.q_dim()});
   }
 
@@ -268,10 +285,18 @@ class Emitter {
   // `position`, each block merged into the running partial (online softmax); the token's own
   // key and value are merged last, then the devices combine. Returns [1, heads * hd]. The
   // caches are only read: the caller writes the token's keys and values after all layers.
+  // With native weights the whole of it is the decode attention kernel (decode_attention.h),
+  // reading the caches in place.
   Value CachedAttention(const Qkv& qkv, const Value& position, const Value& owner,
                         const Value& slot, const Value& k_cache, const Value& v_cache,
                         const Value& layer, int64_t block_slots) {
     const int64_t kv = c_.n_kv_heads, g = c_.n_heads / kv, hd = c_.head_dim;
+    if (c_.native) {
+      Value packed = b_.CustomCall(
+          kDecodeAttentionTarget, {qkv.q, qkv.k, qkv.v, k_cache, v_cache, layer, position, pid_},
+          F32({kv, 1, g, hd + 2}), {{"partitions", int32_t(p_)}}, Manual());
+      return CombinePacked(packed);
+    }
     Value blocks = b_.Add(b_.Binary("divide", position, b_.I32(block_slots * p_)), b_.I32(1));
     Value before = b_.Reshape(b_.Sub(position, b_.I32(1)), {1});
     const std::vector<Value> inits = {b_.I32(0), b_.Splat(kMasked, F32({kv, 1, g})),

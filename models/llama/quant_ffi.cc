@@ -1,14 +1,14 @@
 #include "llama/quant_ffi.h"
 
 #include <algorithm>
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "llama/decode_attention.h"
+#include "llama/ffi_parallel.h"
 #include "llama/quant_matmul.h"
 #include "llama/quants.h"
 #include "shardrt/base/status_macros.h"
@@ -18,40 +18,6 @@ namespace shardrt::llama {
 namespace {
 
 namespace ffi = xla::ffi;
-
-// Chunks of work taken from a shared counter by the caller and by pool tasks (see quant_ffi.h).
-// Kept alive by the tasks that hold it, so a task that starts after the handler returned only
-// finds the counter exhausted.
-struct Chunks {
-  explicit Chunks(int64_t count, std::function<void(int64_t)> run)
-      : count(count), run(std::move(run)) {}
-  const int64_t count;
-  const std::function<void(int64_t)> run;  // valid while chunks remain unfinished
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> finished{0};
-
-  void Drain() {
-    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < count;) {
-      run(c);
-      finished.fetch_add(1, std::memory_order_release);
-    }
-  }
-};
-
-void RunChunks(ffi::ThreadPool& pool, int64_t count, std::function<void(int64_t)> run) {
-  if (count <= 1) {
-    if (count == 1) run(0);
-    return;
-  }
-  auto chunks = std::make_shared<Chunks>(count, std::move(run));
-  const int64_t helpers = std::min<int64_t>(pool.num_threads(), count) - 1;
-  for (int64_t h = 0; h < helpers; ++h) {
-    pool.Schedule([chunks] { chunks->Drain(); });
-  }
-  chunks->Drain();
-  // Only chunks some task has taken and is running remain.
-  while (chunks->finished.load(std::memory_order_acquire) < count) std::this_thread::yield();
-}
 
 ffi::Error Invalid(const char* target, const std::string& message) {
   return ffi::Error::InvalidArgument(absl::StrCat(target, ": ", message));
@@ -155,9 +121,10 @@ XLA_FFI_DEFINE_HANDLER(kQuantGatherHandler, QuantGather,
 
 }  // namespace
 
-absl::Status RegisterQuantKernels(const Runtime& runtime) {
+absl::Status RegisterModelKernels(const Runtime& runtime) {
   SHARDRT_RETURN_IF_ERROR(runtime.RegisterFfiHandler(kQuantMatmulTarget, kQuantMatmulHandler));
-  return runtime.RegisterFfiHandler(kQuantGatherTarget, kQuantGatherHandler);
+  SHARDRT_RETURN_IF_ERROR(runtime.RegisterFfiHandler(kQuantGatherTarget, kQuantGatherHandler));
+  return runtime.RegisterFfiHandler(kDecodeAttentionTarget, DecodeAttentionHandler());
 }
 
 }  // namespace shardrt::llama

@@ -14,12 +14,10 @@
 // T is the GGUF type number. Every operand's shape is checked against T before any byte is
 // read (an error names the target, the operand, expected vs got).
 //
-// Threads: a product splits the rows of W into chunks that the calling thread and up to one
-// task per other thread of the plugin's intra-op pool take from a shared counter; the caller
-// does whatever no task has taken, so the handler never waits for a task that has not started
-// (no deadlock when every pool thread is running a device's program, as with 8 devices on 2
-// cores; late tasks find no work and end). Products under ~64K multiply-adds run on the caller.
-// The path (generic, AVX2, AVX-512) is BestIsa().
+// Threads: a product splits the rows of W into chunks over the plugin's intra-op pool
+// (ffi_parallel.h: the caller never waits for a task that has not started, so 8 devices on 2
+// cores cannot deadlock). Products under ~64K multiply-adds run on the caller. The path
+// (generic, AVX2, AVX-512) is BestIsa().
 #pragma once
 
 #include "absl/status/status.h"
@@ -30,10 +28,11 @@ namespace shardrt::llama {
 inline constexpr char kQuantMatmulTarget[] = "shardrt_quant_matmul";
 inline constexpr char kQuantGatherTarget[] = "shardrt_quant_gather";
 
-// Registers both handlers with `runtime`'s plugin (Runtime::RegisterFfiHandler: registered,
-// then proven by a probe compile). Errors: Runtime::RegisterFfiHandler's (e.g. a plugin without
-// the FFI extension: Unimplemented). Registration is process-wide; calling it again (another
+// Registers the model's kernels with `runtime`'s plugin: both handlers here and the decode
+// attention (decode_attention.h), each through Runtime::RegisterFfiHandler (registered, then
+// proven by a probe compile). Errors: Runtime::RegisterFfiHandler's (e.g. a plugin without the
+// FFI extension: Unimplemented). Registration is process-wide; calling it again (another
 // runtime of the same plugin) is harmless. Thread-safe.
-[[nodiscard]] absl::Status RegisterQuantKernels(const Runtime& runtime);
+[[nodiscard]] absl::Status RegisterModelKernels(const Runtime& runtime);
 
 }  // namespace shardrt::llama

@@ -105,7 +105,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(Runtime& runtime,
   SHARDRT_ASSIGN_OR_RETURN(state->config,
                            llama::LlamaConfig::FromGguf(*state->file, options.weights));
   if (options.weights == WeightFormat::kNative) {
-    SHARDRT_RETURN_IF_ERROR(llama::RegisterQuantKernels(runtime));
+    SHARDRT_RETURN_IF_ERROR(llama::RegisterModelKernels(runtime));
   }
   SHARDRT_ASSIGN_OR_RETURN(state->tokenizer, llama::Tokenizer::FromGguf(*state->file));
   state->chat_format = llama::ReadChatFormat(*state->file);

@@ -20,7 +20,7 @@ class LlamaModelTest : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!std::filesystem::exists(SHARDRT_MODEL_PATH)) return;
     runtime_ = testing::MakeTestRuntime().release();
-    ASSERT_TRUE(RegisterQuantKernels(*runtime_).ok());
+    ASSERT_TRUE(RegisterModelKernels(*runtime_).ok());
     auto file = GgufFile::Open(SHARDRT_MODEL_PATH);
     ASSERT_TRUE(file.ok()) << file.status();
     file_ = file->release();

@@ -56,7 +56,7 @@ class QuantFfiTest : public ::testing::TestWithParam<int64_t> {
   void SetUp() override {
     runtime_ = testing::MakeTestRuntime();
     ASSERT_NE(runtime_, nullptr);
-    ASSERT_TRUE(RegisterQuantKernels(*runtime_).ok());
+    ASSERT_TRUE(RegisterModelKernels(*runtime_).ok());
   }
 
   // Compiles the module `sig` -> `results` of builder `b` for `p` devices and runs it on

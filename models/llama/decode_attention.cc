@@ -1,0 +1,145 @@
+#include "llama/decode_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "llama/ffi_parallel.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace shardrt::llama {
+namespace {
+
+namespace ffi = xla::ffi;
+
+// The score of "no key": exp(kMasked - m) is 0 for every real maximum m (as in the programs).
+constexpr float kMasked = -1e30f;
+
+std::string DimsText(ffi::Span<const int64_t> dims) {
+  return absl::StrCat("[", absl::StrJoin(dims.begin(), dims.end(), ", "), "]");
+}
+
+// The partial of one query head (q: hd floats) over `count` keys and values (rows of hd at
+// stride `stride` from k0 and v0) and, when `self_k` is set, the token's own key and value.
+// Writes o (hd), m, l at `out`. Sums run in 16 independent lanes (vectorized without
+// reordering any lane's sum), compiled for AVX-512, AVX2 and the baseline, picked at load.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void HeadPartial(const float* q, int64_t hd, float scale, const float* k0, const float* v0,
+                 int64_t stride, int64_t count, const float* self_k, const float* self_v,
+                 float* out, float* scores) {
+  constexpr int64_t kLanes = 16;
+  auto dot = [&](const float* k) {
+    float lanes[kLanes] = {};
+    int64_t d = 0;
+    for (; d + kLanes <= hd; d += kLanes) {
+      for (int64_t i = 0; i < kLanes; ++i) lanes[i] += q[d + i] * k[d + i];
+    }
+    float s = 0;
+    for (; d < hd; ++d) s += q[d] * k[d];
+    for (int64_t i = 0; i < kLanes; ++i) s += lanes[i];
+    return s * scale;
+  };
+  float m = kMasked;
+  for (int64_t j = 0; j < count; ++j) m = std::max(m, scores[j] = dot(k0 + j * stride));
+  if (self_k != nullptr) m = std::max(m, scores[count] = dot(self_k));
+  float* o = out;
+  for (int64_t d = 0; d < hd; ++d) o[d] = 0.0f;
+  float l = 0;
+  auto add = [&](float score, const float* v) {
+    const float e = std::exp(score - m);
+    l += e;
+    for (int64_t d = 0; d < hd; ++d) o[d] += e * v[d];
+  };
+  for (int64_t j = 0; j < count; ++j) add(scores[j], v0 + j * stride);
+  if (self_k != nullptr) add(scores[count], self_v);
+  out[hd] = m;
+  out[hd + 1] = l;
+}
+
+ffi::Error DecodeAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k,
+                           ffi::Buffer<ffi::F32> v, ffi::Buffer<ffi::F32> k_cache,
+                           ffi::Buffer<ffi::F32> v_cache, ffi::BufferR0<ffi::S32> layer_buf,
+                           ffi::BufferR0<ffi::S32> position_buf, ffi::BufferR0<ffi::S32> pid_buf,
+                           int32_t partitions, ffi::ResultBuffer<ffi::F32> out) {
+  auto invalid = [](const std::string& message) {
+    return ffi::Error::InvalidArgument(absl::StrCat(kDecodeAttentionTarget, ": ", message));
+  };
+  const auto qd = q.dimensions(), kd = k.dimensions(), cd = k_cache.dimensions();
+  if (qd.size() != 3 || qd[0] != 1 || kd.size() != 3 || kd[0] != 1 || cd.size() != 5 ||
+      cd[1] != 1 || v.dimensions() != kd || v_cache.dimensions() != cd) {
+    return invalid(absl::StrCat("q ", DimsText(qd), ", k ", DimsText(kd), ", v ",
+                                DimsText(v.dimensions()), ", caches ", DimsText(cd), " and ",
+                                DimsText(v_cache.dimensions()),
+                                ": expected [1, heads, hd], [1, kv, hd] twice and "
+                                "[layers, 1, slots, kv, hd] twice"));
+  }
+  const int64_t heads = qd[1], hd = qd[2], kv = kd[1], layers = cd[0], slots = cd[2];
+  if (kd[2] != hd || cd[3] != kv || cd[4] != hd || kv < 1 || heads % kv != 0) {
+    return invalid(absl::StrCat("q ", DimsText(qd), ", k ", DimsText(kd), ", caches ",
+                                DimsText(cd), ": head dims or key/value heads differ"));
+  }
+  const int64_t g = heads / kv;
+  const auto od = out->dimensions();
+  if (od.size() != 4 || od[0] != kv || od[1] != 1 || od[2] != g || od[3] != hd + 2) {
+    return invalid(absl::StrCat("result ", DimsText(od), ": expected [", kv, ", 1, ", g, ", ",
+                                hd + 2, "]"));
+  }
+  const int64_t layer = *layer_buf.typed_data(), position = *position_buf.typed_data(),
+                pid = *pid_buf.typed_data(), p = partitions;
+  if (p < 1 || pid < 0 || pid >= p || layer < 0 || layer >= layers || position < 0 ||
+      position > slots * p) {
+    return invalid(absl::StrCat("layer ", layer, " of ", layers, ", position ", position,
+                                ", device ", pid, " of ", p, " with ", slots,
+                                " slots: out of range"));
+  }
+  // This device's positions before the token: pid, pid + P, ... < position.
+  const int64_t count = position > pid ? (position - pid + p - 1) / p : 0;
+  const bool owner = position % p == pid;
+  const int64_t stride = kv * hd;  // between slots
+  const int64_t layer_offset = layer * slots * stride;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  auto run = [&](int64_t h) {
+    thread_local std::vector<float> scores;
+    if (int64_t(scores.size()) < count + 1) scores.resize(size_t(count + 1));
+    for (int64_t i = 0; i < g; ++i) {
+      const int64_t head = h * g + i;
+      HeadPartial(q.typed_data() + head * hd, hd, scale,
+                  k_cache.typed_data() + layer_offset + h * hd,
+                  v_cache.typed_data() + layer_offset + h * hd, stride, count,
+                  owner ? k.typed_data() + h * hd : nullptr,
+                  owner ? v.typed_data() + h * hd : nullptr,
+                  out->typed_data() + (h * g + i) * (hd + 2), scores.data());
+    }
+  };
+  // Split over the key/value heads once the keys are many (each head reads count x hd x 2).
+  if (count * hd * g >= (int64_t(1) << 15)) {
+    RunChunks(pool, kv, run);
+  } else {
+    for (int64_t h = 0; h < kv; ++h) run(h);
+  }
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kDecodeAttentionHandler, DecodeAttention,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::ThreadPool>()
+                           .Arg<ffi::Buffer<ffi::F32>>()
+                           .Arg<ffi::Buffer<ffi::F32>>()
+                           .Arg<ffi::Buffer<ffi::F32>>()
+                           .Arg<ffi::Buffer<ffi::F32>>()
+                           .Arg<ffi::Buffer<ffi::F32>>()
+                           .Arg<ffi::BufferR0<ffi::S32>>()
+                           .Arg<ffi::BufferR0<ffi::S32>>()
+                           .Arg<ffi::BufferR0<ffi::S32>>()
+                           .Attr<int32_t>("partitions")
+                           .Ret<ffi::Buffer<ffi::F32>>());
+
+}  // namespace
+
+XLA_FFI_Handler* DecodeAttentionHandler() { return kDecodeAttentionHandler; }
+
+}  // namespace shardrt::llama
