@@ -102,8 +102,8 @@ int main(int argc, char** argv) {
       ++i;
     } else if (a == "--rows" && absl::SimpleAtoi(v, &o.rows) && o.rows >= 16) {
       ++i;
-    } else if (a == "--cols" && absl::SimpleAtoi(v, &o.cols) && o.cols >= 256 &&
-               o.cols % 256 == 0) {
+    } else if (a == "--cols" && absl::SimpleAtoi(v, &o.cols) && o.cols >= 32 &&
+               o.cols % 32 == 0) {
       ++i;
     } else if (a == "--pass-mb" && absl::SimpleAtoi(v, &o.pass_mb) && o.pass_mb >= 0) {
       ++i;
@@ -139,6 +139,11 @@ int main(int argc, char** argv) {
   for (const std::string& name : o.types) {
     const GgufType type = TypeNamed(name);
     const BlockLayout layout = LayoutOf(type);
+    if (kK % layout.block_elements != 0) {
+      std::fprintf(stderr, "qmatmul_bench: %s skipped: --cols %lld is not whole blocks\n",
+                   name.c_str(), static_cast<long long>(kK));
+      continue;
+    }
     const int64_t row_bytes = kK / layout.block_elements * layout.block_bytes;
     const int64_t bytes = kN * row_bytes;
     const int64_t copies = std::max<int64_t>(1, (kPassBytes + bytes - 1) / bytes);
@@ -154,7 +159,8 @@ int main(int argc, char** argv) {
     std::vector<float> y(size_t(o.x_rows * kN * copies));
     for (int threads : o.threads) {
       auto kernel = [&](int t, int n) {
-        std::vector<float> scratch(static_cast<size_t>(kK));
+        std::vector<float> scratch(static_cast<size_t>(
+            MatmulScratchFloats(QuantMatrix{type, nullptr, kN, kK, row_bytes})));
         const int64_t begin = kN * t / n, end = kN * (t + 1) / n;
         for (int64_t p = 0; p < passes; ++p) {
           for (int64_t c = 0; c < copies; ++c) {

@@ -50,7 +50,7 @@ struct ModelOptions {
   // to a multiple of both the bucket granule and the attention block, at most the model's
   // context.
   int64_t cache_len = 512;
-  // Prompt buckets are granule, 2 granule, 4 granule, ... (a multiple of partitions).
+  // Prompt buckets are granule x 1, 2, 3, 4, 6, 8, ... (Bucket; a multiple of partitions).
   int64_t granule = 64;
   // Positions a decode step's attention loop covers per iteration (a multiple of partitions):
   // a step at position p runs p / block + 1 iterations.

@@ -1,5 +1,6 @@
 #include "llama/llama_program.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -439,9 +440,15 @@ void EnterWeights(Emitter& e, const LlamaConfig& c, ModuleSpec& sig) {
 }  // namespace
 
 int64_t Bucket(int64_t n, int64_t granule, int64_t cap) {
-  int64_t b = granule;
-  while (b < n && b < cap) b *= 2;
-  return b > cap ? cap : b;
+  // granule x 1, 2, 3, 4, 6, 8, 12, ...: a power of two, or three times one.
+  int64_t power = 1;
+  while (true) {
+    for (const int64_t multiple : {power, power * 3 / 2}) {
+      const int64_t b = granule * std::max<int64_t>(multiple, 1);
+      if (multiple >= 1 && (b >= n || b >= cap)) return b > cap ? cap : b;
+    }
+    power *= 2;
+  }
 }
 
 absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& c, const ProgramShape& shape) {

@@ -94,9 +94,9 @@ struct ProgramShape {
 [[nodiscard]] absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& config,
                                                       const ProgramShape& shape);
 
-// `n` rounded up to a power-of-two multiple of `granule` (granule, 2 granule, 4 granule...),
-// capped at `cap` (which the result never exceeds when n <= cap): the buckets prompt lengths
-// are compiled for.
+// `n` rounded up to granule times a power of two or three times one (granule x 1, 2, 3, 4, 6,
+// 8, 12, ...: padding wastes at most a third of a prompt's work), capped at `cap` (which the
+// result never exceeds when n <= cap): the buckets prompt lengths are compiled for.
 int64_t Bucket(int64_t n, int64_t granule, int64_t cap);
 
 }  // namespace shardrt::llama

@@ -129,6 +129,7 @@ struct FastDots<GgufType::kQ8_0, n> {
 };
 
 #define SHARDRT_FAST_DOTS FastDots
+#define SHARDRT_MICRO_ROWS 6
 #define SHARDRT_WIDEN_U8(bytes, out)                                         \
   do {                                                                       \
     __m128i v;                                                               \
@@ -141,6 +142,7 @@ struct FastDots<GgufType::kQ8_0, n> {
 #undef SHARDRT_HALF_TO_FLOAT
 #undef SHARDRT_WIDEN_U8
 #undef SHARDRT_FAST_DOTS
+#undef SHARDRT_MICRO_ROWS
 }  // namespace avx512
 #if defined(__clang__)
 #pragma clang attribute pop

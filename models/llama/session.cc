@@ -129,7 +129,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(Runtime& runtime,
   llama::ModelOptions model_options;
   model_options.partitions = p;
   model_options.weights = options.weights;
-  model_options.granule = 64 % p == 0 ? 64 : p * 8;
+  model_options.granule = 16 % p == 0 ? 16 : p * 8;
   model_options.block = OrDefault(options.attention_block, 256 % p == 0 ? 256 : p * 32);
   model_options.cache_len = OrDefault(options.context_length, std::min<int64_t>(2048, c.context));
   model_options.retention = options.retention == ProgramRetention::kReleasePrefill

@@ -39,13 +39,19 @@ int64_t Count(const std::string& text, const std::string& what) {
   return n;
 }
 
-TEST(LlamaProgramTest, BucketsArePowerOfTwoMultiplesCappedAtTheCache) {
+TEST(LlamaProgramTest, BucketsArePowerOfTwoOrThreeTimesPowerOfTwoMultiplesCappedAtTheCache) {
   EXPECT_EQ(Bucket(1, 64, 512), 64);
   EXPECT_EQ(Bucket(64, 64, 512), 64);
   EXPECT_EQ(Bucket(65, 64, 512), 128);
-  EXPECT_EQ(Bucket(300, 64, 512), 512);
+  EXPECT_EQ(Bucket(129, 64, 512), 192);
+  EXPECT_EQ(Bucket(193, 64, 512), 256);
+  EXPECT_EQ(Bucket(300, 64, 512), 384);
+  EXPECT_EQ(Bucket(385, 64, 512), 512);
   EXPECT_EQ(Bucket(300, 64, 320), 320);
   EXPECT_EQ(Bucket(320, 64, 320), 320);
+  EXPECT_EQ(Bucket(45, 16, 2048), 48);
+  EXPECT_EQ(Bucket(17, 16, 2048), 32);
+  EXPECT_EQ(Bucket(33, 16, 2048), 48);
 }
 
 TEST(LlamaProgramTest, EightDevicesCommunicateExactlyAsWritten) {
