@@ -117,7 +117,7 @@ ffi::Error DecodeAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::B
   };
   // Split over the key/value heads once the keys are many (each head reads count x hd x 2).
   if (count * hd * g >= (int64_t(1) << 15)) {
-    RunChunks(pool, kv, run);
+    RunChunks(pool, kv, p, run);
   } else {
     for (int64_t h = 0; h < kv; ++h) run(h);
   }

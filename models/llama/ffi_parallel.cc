@@ -28,13 +28,16 @@ struct Chunks {
 
 }  // namespace
 
-void RunChunks(xla::ffi::ThreadPool& pool, int64_t count, std::function<void(int64_t)> run) {
+void RunChunks(xla::ffi::ThreadPool& pool, int64_t count, int64_t partitions,
+               std::function<void(int64_t)> run) {
   if (count <= 1) {
     if (count == 1) run(0);
     return;
   }
   auto chunks = std::make_shared<Chunks>(count, std::move(run));
-  const int64_t helpers = std::min<int64_t>(pool.num_threads(), count) - 1;
+  static const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t share = std::max<int64_t>(1, cores / std::max<int64_t>(1, partitions));
+  const int64_t helpers = std::min({pool.num_threads(), share, count}) - 1;
   for (int64_t h = 0; h < helpers; ++h) pool.Schedule([chunks] { chunks->Drain(); });
   chunks->Drain();
   // Only chunks that some task took and is running remain.

@@ -13,7 +13,12 @@
 namespace shardrt::llama {
 
 // Runs run(c) for every c in [0, count) on the caller and `pool`'s threads; returns when all
-// have finished. `run` must be safe to call from several threads at once (distinct c).
-void RunChunks(xla::ffi::ThreadPool& pool, int64_t count, std::function<void(int64_t)> run);
+// have finished. `partitions`: the devices whose programs run at once on this machine's cores;
+// a call takes at most its share of the cores (cores / partitions threads, the caller
+// included): with 8 devices on 2 cores every call runs on its caller alone (helper tasks would
+// only add switches between threads that all have work). `run` must be safe to call from
+// several threads at once (distinct c).
+void RunChunks(xla::ffi::ThreadPool& pool, int64_t count, int64_t partitions,
+               std::function<void(int64_t)> run);
 
 }  // namespace shardrt::llama

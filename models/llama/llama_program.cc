@@ -119,7 +119,7 @@ class Emitter {
     if (!c_.native) return b_.Dot(x, w, {}, {}, {1}, {1});
     const int64_t n = w.shape.dims[w.shape.dims.size() - 2];
     return b_.CustomCall(kQuantMatmulTarget, {x, w, index}, F32({x.shape.dims[0], n}),
-                         {{"type", int32_t(type)}}, Manual());
+                         {{"type", int32_t(type)}, {"partitions", int32_t(p_)}}, Manual());
   }
   // The GGUF type of a native matrix (unused with f32 weights).
   GgufType TypeOf(GgufType NativeWeights::*field) const {

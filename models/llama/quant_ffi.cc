@@ -48,7 +48,7 @@ absl::StatusOr<QuantMatrix> MatrixOf(int32_t type, const ffi::Buffer<ffi::U8>& w
 }
 
 ffi::Error QuantMatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> w,
-                       ffi::BufferR0<ffi::S32> layer, int32_t type,
+                       ffi::BufferR0<ffi::S32> layer, int32_t type, int32_t partitions,
                        ffi::ResultBuffer<ffi::F32> y) {
   const auto xd = x.dimensions();
   if (xd.size() < 1) return Invalid(kQuantMatmulTarget, "x is a scalar: expected [..., k]");
@@ -70,7 +70,7 @@ ffi::Error QuantMatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffe
   const int64_t work = std::max<int64_t>(1, s * k);
   const int64_t min_rows = std::max<int64_t>(16, (int64_t(1) << 16) / work);
   const int64_t count = std::clamp<int64_t>(matrix.rows / min_rows, 1, 8 * threads);
-  RunChunks(pool, count, [&](int64_t c) {
+  RunChunks(pool, count, partitions, [&](int64_t c) {
     thread_local std::vector<float> scratch;
     if (int64_t(scratch.size()) < MatmulScratchFloats(matrix)) {
       scratch.resize(size_t(MatmulScratchFloats(matrix)));
@@ -110,6 +110,7 @@ XLA_FFI_DEFINE_HANDLER(kQuantMatmulHandler, QuantMatmul,
                            .Arg<ffi::Buffer<ffi::U8>>()
                            .Arg<ffi::BufferR0<ffi::S32>>()
                            .Attr<int32_t>("type")
+                           .Attr<int32_t>("partitions")
                            .Ret<ffi::Buffer<ffi::F32>>());
 
 XLA_FFI_DEFINE_HANDLER(kQuantGatherHandler, QuantGather,
