@@ -44,7 +44,14 @@ namespace avx2 {
     __builtin_memcpy(reinterpret_cast<char*>(&(out)) + 32, &hi, 32);         \
   } while (0)
 #define SHARDRT_HALF_TO_FLOAT(h) _cvtsh_ss(h)
+#define SHARDRT_HALF16_TO_FLOAT(p, out)                                                   \
+  do {                                                                                    \
+    _mm256_storeu_ps((out), _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));      \
+    _mm256_storeu_ps((out) + 8,                                                           \
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>((p) + 16)))); \
+  } while (0)
 #include "llama/quant_matmul_kernels.inc"
+#undef SHARDRT_HALF16_TO_FLOAT
 #undef SHARDRT_HALF_TO_FLOAT
 #undef SHARDRT_WIDEN_U8
 }  // namespace avx2
@@ -138,7 +145,10 @@ struct FastDots<GgufType::kQ8_0, n> {
     __builtin_memcpy(&(out), &wide, 64);                                     \
   } while (0)
 #define SHARDRT_HALF_TO_FLOAT(h) _cvtsh_ss(h)
+#define SHARDRT_HALF16_TO_FLOAT(p, out) \
+  _mm512_storeu_ps((out), _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))))
 #include "llama/quant_matmul_kernels.inc"
+#undef SHARDRT_HALF16_TO_FLOAT
 #undef SHARDRT_HALF_TO_FLOAT
 #undef SHARDRT_WIDEN_U8
 #undef SHARDRT_FAST_DOTS

@@ -52,7 +52,7 @@ def run(tool, args, stdin):
 
 def shapes(qtype):
     block = GGML_QUANT_SIZES[qtype][0]
-    cols = [1, 7, 33, 100] if block == 1 else ([block, 3 * block, 17 * block] if block == 32
+    cols = [1, 7, 33, 100, 16, 64] if block == 1 else ([block, 3 * block, 17 * block] if block == 32
                                                else [block, 3 * block])
     for rows in (1, 5, 37):
         for c in cols:
