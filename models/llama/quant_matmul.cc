@@ -136,7 +136,7 @@ struct FastDots<GgufType::kQ8_0, n> {
 };
 
 #define SHARDRT_FAST_DOTS FastDots
-#define SHARDRT_MICRO_ROWS 6
+#define SHARDRT_MICRO_ROWS 8
 #define SHARDRT_WIDEN_U8(bytes, out)                                         \
   do {                                                                       \
     __m128i v;                                                               \
