@@ -151,6 +151,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& o
 
 absl::Status Runtime::RegisterFfiHandler(absl::string_view target, XLA_FFI_Handler* handler,
                                          const pjrt::FfiHandlerOptions& options) const {
+  const auto key = std::make_tuple(std::string(target), handler, options.platform,
+                                   static_cast<uint32_t>(options.traits));
+  {
+    MutexLock lock(ffi_mu_);
+    if (proven_ffi_.contains(key)) return absl::OkStatus();
+  }
   SHARDRT_RETURN_IF_ERROR(
       pjrt::RegisterFfiHandler(*pjrt_client_->plugin(), target, handler, options));
   // The probe: one side-effecting call of `target`, never run. The plugin resolves custom-call
@@ -176,6 +182,8 @@ absl::Status Runtime::RegisterFfiHandler(absl::string_view target, XLA_FFI_Handl
         "have refused the handler, e.g. for an FFI API version it does not implement; see its "
         "log): ", compiled.status().message()));
   }
+  MutexLock lock(ffi_mu_);
+  proven_ffi_.insert(key);
   return absl::OkStatus();
 }
 

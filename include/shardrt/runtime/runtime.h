@@ -20,12 +20,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "shardrt/base/export.h"
+#include "shardrt/base/mutex.h"
 #include "shardrt/base/thread_pool.h"
 #include "shardrt/client/computation_client.h"
 #include "shardrt/executor/executor.h"
@@ -122,7 +125,9 @@ class SHARDRT_EXPORT Runtime {
   // first compile of a real program. Errors: those of pjrt::RegisterFfiHandler;
   // FailedPrecondition naming the target and the platform, with the plugin's message, when the
   // probe finds no handler. The registration is process-wide and permanent; the plugin keeps
-  // the first handler of a target (see shardrt/pjrt/ffi.h). Thread-safe.
+  // the first handler of a target (see shardrt/pjrt/ffi.h). A registration this runtime has
+  // already proven (the same target, handler, platform and traits) returns OK at once, without
+  // registering or compiling again. Thread-safe.
   [[nodiscard]] absl::Status RegisterFfiHandler(absl::string_view target,
                                                 XLA_FFI_Handler* handler,
                                                 const pjrt::FfiHandlerOptions& options = {}) const;
@@ -138,6 +143,10 @@ class SHARDRT_EXPORT Runtime {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<ComputationClient> client_;
   std::unique_ptr<Executor> executor_;
+  // RegisterFfiHandler's registrations proven by a probe: (target, handler, platform, traits).
+  mutable Mutex ffi_mu_;
+  mutable std::set<std::tuple<std::string, XLA_FFI_Handler*, std::string, uint32_t>> proven_ffi_
+      ABSL_GUARDED_BY(ffi_mu_);
 };
 
 }  // namespace shardrt
