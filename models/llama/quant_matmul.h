@@ -49,9 +49,13 @@ struct QuantMatrix {
 // Error: InvalidArgument naming what differs (expected vs got).
 [[nodiscard]] absl::Status CheckQuantMatrix(const QuantMatrix& w);
 
-// Floats of scratch QuantMatmulRows needs: a transposed panel of 32 decoded rows and one more
-// row, 33 w.cols.
-inline int64_t MatmulScratchFloats(const QuantMatrix& w) { return 33 * w.cols; }
+// Weight rows decoded together (a panel) when x has many rows.
+inline constexpr int64_t kMatmulPanelRows = 32;
+
+// Floats of scratch QuantMatmulRows needs: a transposed panel of decoded rows and one more row.
+inline int64_t MatmulScratchFloats(const QuantMatrix& w) {
+  return (kMatmulPanelRows + 1) * w.cols;
+}
 
 // y[i * ldy + r] = sum_c x[i * w.cols + c] * W[r, c] for i in [0, s) and r in [row_begin,
 // row_end), with the path `isa` (one of SupportedIsas()). x is s rows of w.cols floats;

@@ -89,21 +89,6 @@ absl::Status CheckRequest(const GgufFile& file, const GgufTensor& tensor,
 
 }  // namespace
 
-BlockLayout LayoutOf(GgufType type) {
-  switch (type) {
-    case GgufType::kF32: return {1, 4};
-    case GgufType::kF16: return {1, 2};
-    case GgufType::kBF16: return {1, 2};
-    case GgufType::kQ4_0: return {kQuantBlock, 2 + kQuantBlock / 2};
-    case GgufType::kQ4_1: return {kQuantBlock, 2 + 2 + kQuantBlock / 2};
-    case GgufType::kQ5_0: return {kQuantBlock, 2 + 4 + kQuantBlock / 2};
-    case GgufType::kQ5_1: return {kQuantBlock, 2 + 2 + 4 + kQuantBlock / 2};
-    case GgufType::kQ8_0: return {kQuantBlock, 2 + kQuantBlock};
-    case GgufType::kQ4_K: return {kSuperBlock, 2 + 2 + 12 + kSuperBlock / 2};
-    case GgufType::kQ6_K: return {kSuperBlock, kSuperBlock / 2 + kSuperBlock / 4 + 16 + 2};
-  }
-  return {};
-}
 
 int64_t TensorBytes(const BlockLayout& layout, int64_t elements) {
   int64_t bytes;

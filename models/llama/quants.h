@@ -32,8 +32,23 @@ struct BlockLayout {
 };
 
 // The layout of tensor type `type`; {0, 0} for any value that is not one of GgufType's (a
-// GgufType may hold any uint32 read from a file).
-BlockLayout LayoutOf(GgufType type);
+// GgufType may hold any uint32 read from a file). A constant expression for a constant type
+// (the kernels size their blocks with it).
+constexpr BlockLayout LayoutOf(GgufType type) {
+  switch (type) {
+    case GgufType::kF32: return {1, 4};
+    case GgufType::kF16: return {1, 2};
+    case GgufType::kBF16: return {1, 2};
+    case GgufType::kQ4_0: return {kQuantBlock, 2 + kQuantBlock / 2};
+    case GgufType::kQ4_1: return {kQuantBlock, 2 + 2 + kQuantBlock / 2};
+    case GgufType::kQ5_0: return {kQuantBlock, 2 + 4 + kQuantBlock / 2};
+    case GgufType::kQ5_1: return {kQuantBlock, 2 + 2 + 4 + kQuantBlock / 2};
+    case GgufType::kQ8_0: return {kQuantBlock, 2 + kQuantBlock};
+    case GgufType::kQ4_K: return {kSuperBlock, 2 + 2 + 12 + kSuperBlock / 2};
+    case GgufType::kQ6_K: return {kSuperBlock, kSuperBlock / 2 + kSuperBlock / 4 + 16 + 2};
+  }
+  return {};
+}
 
 // Bytes of `elements` values stored as `layout` (a layout with block_elements >= 1, and
 // `elements` >= 0 a multiple of it), or -1 if that exceeds int64.
