@@ -63,63 +63,84 @@ void HeadPartial(const float* q, int64_t hd, float scale, const float* k0, const
 ffi::Error DecodeAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k,
                            ffi::Buffer<ffi::F32> v, ffi::Buffer<ffi::F32> k_cache,
                            ffi::Buffer<ffi::F32> v_cache, ffi::BufferR0<ffi::S32> layer_buf,
-                           ffi::BufferR0<ffi::S32> position_buf, ffi::BufferR0<ffi::S32> pid_buf,
+                           ffi::BufferR1<ffi::S32> positions_buf, ffi::BufferR0<ffi::S32> pid_buf,
                            int32_t partitions, ffi::ResultBuffer<ffi::F32> out) {
   auto invalid = [](const std::string& message) {
     return ffi::Error::InvalidArgument(absl::StrCat(kDecodeAttentionTarget, ": ", message));
   };
   const auto qd = q.dimensions(), kd = k.dimensions(), cd = k_cache.dimensions();
-  if (qd.size() != 3 || qd[0] != 1 || kd.size() != 3 || kd[0] != 1 || cd.size() != 5 ||
-      cd[1] != 1 || v.dimensions() != kd || v_cache.dimensions() != cd) {
+  if (qd.size() != 3 || kd.size() != 3 || kd[0] != qd[0] || cd.size() != 6 || cd[1] != 1 ||
+      cd[2] < qd[0] || v.dimensions() != kd || v_cache.dimensions() != cd ||
+      int64_t(positions_buf.element_count()) != qd[0]) {
     return invalid(absl::StrCat("q ", DimsText(qd), ", k ", DimsText(kd), ", v ",
                                 DimsText(v.dimensions()), ", caches ", DimsText(cd), " and ",
-                                DimsText(v_cache.dimensions()),
-                                ": expected [1, heads, hd], [1, kv, hd] twice and "
-                                "[layers, 1, slots, kv, hd] twice"));
+                                DimsText(v_cache.dimensions()), ", ",
+                                positions_buf.element_count(),
+                                " positions: expected [B, heads, hd], [B, kv, hd] twice, "
+                                "[layers, 1, R >= B, slots, kv, hd] twice and B positions"));
   }
-  const int64_t heads = qd[1], hd = qd[2], kv = kd[1], layers = cd[0], slots = cd[2];
-  if (kd[2] != hd || cd[3] != kv || cd[4] != hd || kv < 1 || heads % kv != 0) {
+  const int64_t batch = qd[0], heads = qd[1], hd = qd[2], kv = kd[1], layers = cd[0],
+                rows = cd[2], slots = cd[3];
+  if (kd[2] != hd || cd[4] != kv || cd[5] != hd || kv < 1 || heads % kv != 0) {
     return invalid(absl::StrCat("q ", DimsText(qd), ", k ", DimsText(kd), ", caches ",
                                 DimsText(cd), ": head dims or key/value heads differ"));
   }
   const int64_t g = heads / kv;
   const auto od = out->dimensions();
-  if (od.size() != 4 || od[0] != kv || od[1] != 1 || od[2] != g || od[3] != hd + 2) {
-    return invalid(absl::StrCat("result ", DimsText(od), ": expected [", kv, ", 1, ", g, ", ",
-                                hd + 2, "]"));
+  if (od.size() != 4 || od[0] != kv || od[1] != batch || od[2] != g || od[3] != hd + 2) {
+    return invalid(absl::StrCat("result ", DimsText(od), ": expected [", kv, ", ", batch, ", ",
+                                g, ", ", hd + 2, "]"));
   }
-  const int64_t layer = *layer_buf.typed_data(), position = *position_buf.typed_data(),
-                pid = *pid_buf.typed_data(), p = partitions;
-  if (p < 1 || pid < 0 || pid >= p || layer < 0 || layer >= layers || position < 0 ||
-      position > slots * p) {
-    return invalid(absl::StrCat("layer ", layer, " of ", layers, ", position ", position,
-                                ", device ", pid, " of ", p, " with ", slots,
-                                " slots: out of range"));
+  const int64_t layer = *layer_buf.typed_data(), pid = *pid_buf.typed_data(), p = partitions;
+  const int32_t* positions = positions_buf.typed_data();
+  if (p < 1 || pid < 0 || pid >= p || layer < 0 || layer >= layers) {
+    return invalid(absl::StrCat("layer ", layer, " of ", layers, ", device ", pid, " of ", p,
+                                ": out of range"));
   }
-  // This device's positions before the token: pid, pid + P, ... < position.
-  const int64_t count = position > pid ? (position - pid + p - 1) / p : 0;
-  const bool owner = position % p == pid;
+  int64_t most = 0;  // keys of the longest row on this device
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t position = positions[b];
+    if (position < -1 || position >= slots * p) {
+      return invalid(absl::StrCat("position ", position, " of token ", b, ": outside the ",
+                                  slots * p, " positions of the cache"));
+    }
+    most = std::max(most, position > pid ? (position - pid + p - 1) / p : 0);
+  }
   const int64_t stride = kv * hd;  // between slots
-  const int64_t layer_offset = layer * slots * stride;
+  const int64_t row_stride = slots * stride;
+  const int64_t layer_offset = layer * rows * row_stride;
   const float scale = 1.0f / std::sqrt(float(hd));
-  auto run = [&](int64_t h) {
+  // Item t: token t / kv, key/value head t % kv.
+  auto run = [&](int64_t t) {
+    const int64_t b = t / kv, h = t % kv, position = positions[b];
+    if (position < 0) {  // an idle row: a finite nothing
+      for (int64_t i = 0; i < g; ++i) {
+        float* o = out->typed_data() + ((h * batch + b) * g + i) * (hd + 2);
+        std::fill(o, o + hd + 2, 0.0f);
+        o[hd + 1] = 1.0f;
+      }
+      return;
+    }
+    // This device's positions before the token: pid, pid + P, ... < position.
+    const int64_t count = position > pid ? (position - pid + p - 1) / p : 0;
+    const bool owner = position % p == pid;
     thread_local std::vector<float> scores;
     if (int64_t(scores.size()) < count + 1) scores.resize(size_t(count + 1));
+    const int64_t row = layer_offset + b * row_stride + h * hd;
     for (int64_t i = 0; i < g; ++i) {
       const int64_t head = h * g + i;
-      HeadPartial(q.typed_data() + head * hd, hd, scale,
-                  k_cache.typed_data() + layer_offset + h * hd,
-                  v_cache.typed_data() + layer_offset + h * hd, stride, count,
-                  owner ? k.typed_data() + h * hd : nullptr,
-                  owner ? v.typed_data() + h * hd : nullptr,
-                  out->typed_data() + (h * g + i) * (hd + 2), scores.data());
+      HeadPartial(q.typed_data() + (b * heads + head) * hd, hd, scale,
+                  k_cache.typed_data() + row, v_cache.typed_data() + row, stride, count,
+                  owner ? k.typed_data() + (b * kv + h) * hd : nullptr,
+                  owner ? v.typed_data() + (b * kv + h) * hd : nullptr,
+                  out->typed_data() + ((h * batch + b) * g + i) * (hd + 2), scores.data());
     }
   };
-  // Split over the key/value heads once the keys are many (each head reads count x hd x 2).
-  if (count * hd * g >= (int64_t(1) << 15)) {
-    RunChunks(pool, kv, p, run);
+  // Split over the tokens' key/value heads once the keys are many (each reads count x hd x 2).
+  if (batch * most * hd * g >= (int64_t(1) << 15)) {
+    RunChunks(pool, batch * kv, p, run);
   } else {
-    for (int64_t h = 0; h < kv; ++h) run(h);
+    for (int64_t t = 0; t < batch * kv; ++t) run(t);
   }
   return ffi::Error::Success();
 }
@@ -133,7 +154,7 @@ XLA_FFI_DEFINE_HANDLER(kDecodeAttentionHandler, DecodeAttention,
                            .Arg<ffi::Buffer<ffi::F32>>()
                            .Arg<ffi::Buffer<ffi::F32>>()
                            .Arg<ffi::BufferR0<ffi::S32>>()
-                           .Arg<ffi::BufferR0<ffi::S32>>()
+                           .Arg<ffi::BufferR1<ffi::S32>>()
                            .Arg<ffi::BufferR0<ffi::S32>>()
                            .Attr<int32_t>("partitions")
                            .Ret<ffi::Buffer<ffi::F32>>());

@@ -205,8 +205,9 @@ std::vector<ArraySpec> WeightSpecs(const LlamaConfig& c) {
   return specs;
 }
 
-std::vector<ArraySpec> CacheSpecs(const LlamaConfig& c, int64_t p, int64_t cache_len) {
-  std::vector<int64_t> dims = {c.n_layers, p, cache_len / p, c.n_kv_heads, c.head_dim};
+std::vector<ArraySpec> CacheSpecs(const LlamaConfig& c, int64_t p, int64_t rows,
+                                  int64_t cache_len) {
+  std::vector<int64_t> dims = {c.n_layers, p, rows, cache_len / p, c.n_kv_heads, c.head_dim};
   return {ArraySpec{"k_cache", ElementType::kF32, dims, 1},
           ArraySpec{"v_cache", ElementType::kF32, dims, 1}};
 }

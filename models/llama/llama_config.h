@@ -93,8 +93,11 @@ using stablehlo::ArraySpec;
 // slices of rows, and wdown's slice of columns as whole blocks); the norms stay f32.
 std::vector<ArraySpec> WeightSpecs(const LlamaConfig& config);
 
-// The two KV cache arrays (k_cache, v_cache) for `cache_len` positions (a multiple of P).
-std::vector<ArraySpec> CacheSpecs(const LlamaConfig& config, int64_t partitions,
+// The two KV cache arrays (k_cache, v_cache) of `rows` sequences of `cache_len` positions (a
+// multiple of P): [layers, P, rows, cache_len / P, kv heads, head dim], split over dimension
+// 1 (each device holds [layers, 1, rows, slots, kv, hd]: position p of row r at device p % P,
+// slot p / P).
+std::vector<ArraySpec> CacheSpecs(const LlamaConfig& config, int64_t partitions, int64_t rows,
                                   int64_t cache_len);
 
 }  // namespace shardrt::llama

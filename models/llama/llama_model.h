@@ -1,16 +1,21 @@
 // LlamaModel: a Llama model on P devices, ready to generate: its weights on device (sharded,
-// loaded once), and its programs, compiled on first use: a prefill per prompt bucket and one
-// decode step (llama_program.h).
+// loaded once), and its programs (llama_program.h), compiled on first use: empty caches, a
+// prompt chunk per chunk size, and a decode step per batch size.
 //
-// Generate runs prefill, then one decode step per token on the runtime's asynchronous executor:
-// each step takes the previous step's caches and token as placeholders (nothing returns to the
-// host between steps), and the host only reads the tokens, `lookahead` steps behind the newest
-// scheduled one, so the devices always have the next steps queued. The caches are donated at
-// every step. Sampling (temperature > 0) runs on the host from the step's logits, which then
-// makes each step wait for the previous token.
+// A prompt runs as chunks of at most ModelOptions::chunk tokens, each attending to the cache
+// the earlier ones wrote: a prompt costs its cache plus one chunk's activations, whatever its
+// length. Generate then runs one decode step per token on the runtime's asynchronous executor:
+// each step takes the previous step's caches and token as placeholders (nothing returns to
+// the host between steps), and the host only reads the tokens, `lookahead` steps behind the
+// newest scheduled one, so the devices always have the next steps queued. The caches are
+// donated at every step. Sampling (temperature > 0) runs on the host from the step's logits,
+// which then makes each step wait for the previous token.
 //
-// Thread safety: one Generate at a time per model (the caches are per call); the model may be
-// used from any thread.
+// A caller that runs many sequences at once (a server's scheduler) uses the steps themselves:
+// NewCaches of R rows, ScheduleChunk into one row, ScheduleDecode of a batch of rows.
+//
+// Thread safety: Generate and the steps may be called from any thread; one Generate at a time
+// per model; a pair of caches is used by one thread at a time (every step donates it).
 #pragma once
 
 #include <cstdint>
@@ -46,14 +51,16 @@ struct ModelOptions {
   // How Load takes the weights (Create takes the config's). Native weights need the quantized
   // kernels registered with the runtime first (RegisterModelKernels, quant_ffi.h).
   WeightFormat weights = WeightFormat::kNative;
-  // Positions the KV cache holds: the prompt plus every generated token must fit. Rounded up
-  // to a multiple of both the bucket granule and the attention block, at most the model's
-  // context.
+  // Positions a cache row holds: a prompt plus every generated token must fit. Rounded up to a
+  // multiple of both the granule and the attention block, at most the model's context.
   int64_t cache_len = 512;
-  // Prompt buckets are granule x 1, 2, 3, 4, 6, 8, ... (Bucket; a multiple of partitions).
+  // Chunk sizes are granule x 1, 2, 3, 4, 6, 8, ... (Bucket; a multiple of partitions), at most
+  // `chunk` (rounded up to a multiple of the granule): a prompt's last chunk is the smallest
+  // size that holds what is left of it.
   int64_t granule = 64;
-  // Positions a decode step's attention loop covers per iteration (a multiple of partitions):
-  // a step at position p runs p / block + 1 iterations.
+  int64_t chunk = 256;
+  // Positions the attention loops cover per iteration (a multiple of partitions): a decode
+  // step at position p runs p / block + 1 iterations.
   int64_t block = 256;
   ProgramRetention retention = ProgramRetention::kKeepAll;
 };
@@ -74,6 +81,21 @@ struct GenerateResult {
   double prefill_seconds = 0;  // prompt upload to the first token on the host
   double decode_seconds = 0;   // first token to the last (both on the host)
   int64_t prompt_tokens = 0;
+};
+
+// A pair of caches (k, v) of `rows` sequences on the devices (CacheSpecs), as placeholders of
+// the steps that write them.
+struct KvCaches {
+  DataPtr k, v;
+  int64_t rows = 0;
+};
+
+// What a scheduled step returns: the caches it wrote, and per token of the step its greedy
+// next token (s32[B]) and logits (f32[B, vocab]), placeholders until it has run.
+struct StepOutputs {
+  KvCaches caches;
+  DataPtr next_tokens;
+  DataPtr logits;
 };
 
 // Checks a prompt's token ids: at least one, each in [0, vocab). Error: InvalidArgument naming
@@ -102,13 +124,13 @@ class LlamaModel {
   int64_t partitions() const { return options_.partitions; }
   int64_t cache_len() const { return options_.cache_len; }
 
-  // Checks that a prompt of `prompt_len` tokens and `max_tokens` generated tokens fit the
-  // cache (max_tokens >= 1). Error: InvalidArgument naming the numbers.
+  // Checks that a prompt of `prompt_len` tokens and `max_tokens` generated tokens fit a cache
+  // row (max_tokens >= 1). Error: InvalidArgument naming the numbers.
   [[nodiscard]] absl::Status CheckFits(int64_t prompt_len, int64_t max_tokens) const;
 
   // Compiles every program a generation of up to `max_tokens` tokens after a prompt of
-  // `prompt_len` tokens uses (its prefill bucket and the decode step), several at once on the
-  // client's pool, into the client's persistent compile cache unless it has them
+  // `prompt_len` tokens uses (its chunks, the decode step, the empty caches), several at once
+  // on the client's pool, into the client's persistent compile cache unless it has them
   // (ComputationClient::Precompile): with that cache, nothing is loaded or kept, so the
   // compiler's memory is gone before the weights arrive. Errors: InvalidArgument when they do
   // not fit the cache; compile errors.
@@ -123,38 +145,71 @@ class LlamaModel {
   // generation. Errors: Precompile's; load errors.
   [[nodiscard]] absl::Status Prepare(int64_t prompt_len, int64_t max_tokens,
                                      const std::function<void()>& after_each_load = nullptr);
+  // Compiles and loads the programs a scheduler of `rows` cache rows uses: the empty caches,
+  // every chunk size, and the decode step for each batch size DecodeBatch gives. Errors:
+  // compile and load errors.
+  [[nodiscard]] absl::Status PrepareBatched(int64_t rows);
 
-  // Generates from `prompt` (token ids, at least one); the weights must be loaded. `on_token` is called on this thread for
-  // each token in order as soon as it is on the host; returning false stops generation.
-  // Errors: FailedPrecondition before LoadWeights; InvalidArgument for an empty prompt, an id outside the vocabulary, a prompt and
-  // max_tokens that do not fit the cache, bad sampling options; compile and execution errors.
+  // Generates from `prompt` (token ids, at least one); the weights must be loaded. `on_token`
+  // is called on this thread for each token in order as soon as it is on the host; returning
+  // false stops generation. Errors: FailedPrecondition before LoadWeights; InvalidArgument for
+  // an empty prompt, an id outside the vocabulary, a prompt and max_tokens that do not fit
+  // the cache, bad sampling options; compile and execution errors.
   [[nodiscard]] absl::StatusOr<GenerateResult> Generate(
       const std::vector<int32_t>& prompt, const GenerateOptions& options,
       const std::function<bool(int32_t)>& on_token = nullptr);
+
+  // The steps, for a caller that runs several sequences on one pair of caches. Each schedules
+  // its program on the executor and returns its outputs as placeholders; the caches passed in
+  // are donated. Errors: FailedPrecondition before LoadWeights; InvalidArgument for arguments
+  // out of range (naming them); compile, transfer and executor errors.
+  //
+  // Empty caches of `rows` rows.
+  [[nodiscard]] absl::StatusOr<KvCaches> NewCaches(int64_t rows);
+  // The next chunk of a prompt in row `row`: `tokens` are the prompt's tokens from position
+  // `start` on (at least one; start a multiple of the chunk sizes' granule, as the previous
+  // chunks leave it). Runs the first ChunkTokens(start, tokens.size()) of them; `*consumed`
+  // receives that count. The outputs' token and logits are those of the last one run.
+  [[nodiscard]] absl::StatusOr<StepOutputs> ScheduleChunk(KvCaches caches, int64_t row,
+                                                          std::span<const int32_t> tokens,
+                                                          int64_t start, int64_t* consumed);
+  // How many of `remaining` prompt tokens from `start` the next chunk runs.
+  int64_t ChunkTokens(int64_t start, int64_t remaining) const;
+  // One decode step of rows 0..B-1 (B = tokens.size() = positions.size(), at most the caches'
+  // rows): token b at positions[b] in row b; -1 marks an idle row (its outputs are
+  // meaningless). `tokens` is either the host's ids or (device_tokens set) a previous step's
+  // next_tokens of the same B, then `tokens` is ignored but its size gives B.
+  [[nodiscard]] absl::StatusOr<StepOutputs> ScheduleDecode(KvCaches caches,
+                                                           std::span<const int32_t> tokens,
+                                                           std::span<const int32_t> positions,
+                                                           DataPtr device_tokens = nullptr);
+  // The decode batch that covers rows 0..n-1 of `rows`: the smallest power of two >= n, at most
+  // `rows` (decode programs exist for those).
+  static int64_t DecodeBatch(int64_t n, int64_t rows);
 
  private:
   LlamaModel(LlamaConfig config, ComputationClient& client, Executor& executor,
              ModelOptions options)
       : config_(std::move(config)), client_(client), executor_(executor), options_(options) {}
 
-  // The programs (prefill?, bucket) Prepare makes ready. Errors: InvalidArgument when they do
-  // not fit the cache.
-  absl::StatusOr<std::vector<std::pair<bool, int64_t>>> Needed(int64_t prompt_len,
-                                                               int64_t max_tokens) const;
-  // The compile request of the prefill for a bucket of `size` tokens, or of the decode step.
-  absl::StatusOr<CompileRequest> Request(bool prefill, int64_t size) const;
-  // Uploads the prompt (padded to `bucket`) and its length, and schedules the prefill: its
-  // outputs (placeholders). Errors: the transfer's and the executor's.
-  absl::StatusOr<std::vector<DataPtr>> SchedulePrefill(const std::vector<int32_t>& prompt,
-                                                       int64_t bucket,
-                                                       const ComputationPtr& prefill);
-  // Schedules one decode step of `token` at `position` on the previous step's outputs
-  // `state` (its caches are donated): the step's outputs. Errors: as SchedulePrefill's.
-  absl::StatusOr<std::vector<DataPtr>> ScheduleDecode(const ComputationPtr& decode,
-                                                      std::vector<DataPtr> state, DataPtr token,
-                                                      int32_t position);
+  enum class Kind { kCaches, kChunk, kDecode };
+  // A program: its kind, size (chunk tokens, decode batch; 0 for caches) and cache rows.
+  struct Key {
+    Kind kind;
+    int64_t size;
+    int64_t rows;
+    auto operator<=>(const Key&) const = default;
+  };
+  // The programs Prepare makes ready. Errors: InvalidArgument when they do not fit the cache.
+  absl::StatusOr<std::vector<Key>> Needed(int64_t prompt_len, int64_t max_tokens) const;
+  // The compile request of program `key`.
+  absl::StatusOr<CompileRequest> Request(const Key& key) const;
   // That program, compiled (or loaded) on first use and kept in programs_.
-  absl::StatusOr<ComputationPtr> Program(bool prefill, int64_t size);
+  absl::StatusOr<ComputationPtr> Program(const Key& key);
+  // Compiles `keys` several at once into the persistent cache, then (load) loads each.
+  absl::Status Ready(const std::vector<Key>& keys, bool load,
+                     const std::function<void()>& after_each_load);
+  absl::Status CheckLoaded() const;
 
   const LlamaConfig config_;
   ComputationClient& client_;
@@ -162,7 +217,7 @@ class LlamaModel {
   const ModelOptions options_;
   std::vector<DataPtr> weights_;  // empty until LoadWeights
   Mutex mu_;
-  std::map<std::pair<bool, int64_t>, ComputationPtr> programs_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, ComputationPtr> programs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardrt::llama

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "llama/decode_attention.h"
+#include "llama/quant_matmul.h"
 #include "llama/quant_ffi.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/program/array_spec.h"
@@ -32,7 +33,9 @@ constexpr double kMasked = -1e30;
 
 class Emitter {
  public:
-  Emitter(const LlamaConfig& c, int64_t partitions) : c_(c), p_(partitions) {
+  // `order`: how the quantized products order their sums (native weights).
+  Emitter(const LlamaConfig& c, int64_t partitions, MatmulOrder order = MatmulOrder::kFastest)
+      : c_(c), p_(partitions), order_(order) {
     pid_ = p_ == 1 ? b_.I32(0) : b_.PartitionId();
   }
 
@@ -119,7 +122,10 @@ class Emitter {
     if (!c_.native) return b_.Dot(x, w, {}, {}, {1}, {1});
     const int64_t n = w.shape.dims[w.shape.dims.size() - 2];
     return b_.CustomCall(kQuantMatmulTarget, {x, w, index}, F32({x.shape.dims[0], n}),
-                         {{"type", int32_t(type)}, {"partitions", int32_t(p_)}}, Manual());
+                         {{"type", int32_t(type)},
+                          {"partitions", int32_t(p_)},
+                          {"order", int32_t(order_)}},
+                         Manual());
   }
   // The GGUF type of a native matrix (unused with f32 weights).
   GgufType TypeOf(GgufType NativeWeights::*field) const {
@@ -278,31 +284,36 @@ class Emitter {
     return Combine(LocalAttention(q, qpos, keys, values, b_.I32(0), pid_));
   }
 
-  // The attention of one token's query at `position` (qkv: its q [1, heads, hd], k and v
-  // [1, kv, hd]) over the positions before it, held in layer `layer` (s32[]) of this device's
-  // caches [layers, 1, slots, kv, hd], and over its own key and value, which only the device
-  // that will hold the position (`owner`, pred[]) counts, at slot `slot`. The cached positions
-  // are a loop over blocks of `block_slots` slots that runs only as far as the block holding
-  // `position`, each block merged into the running partial (online softmax); the token's own
-  // key and value are merged last, then the devices combine. Returns [1, heads * hd]. The
-  // caches are only read: the caller writes the token's keys and values after all layers.
-  // With native weights the whole of it is the decode attention kernel (decode_attention.h),
+  // The attention of a batch's B tokens (qkv: q [B, heads, hd], k and v [B, kv, hd]), token b
+  // at positions[b] in row b of this device's caches [layers, 1, R, slots, kv, hd]: over the
+  // positions of its row before it, held in layer `layer` (s32[]) of the caches, and over its
+  // own key and value, which only the device that will hold the position counts. A position of
+  // -1 is an idle row: its result is finite and meaningless. The cached positions are a loop
+  // over blocks of `block_slots` slots that runs only as far as the block holding the largest
+  // position, each block merged into the running partial (online softmax); the tokens' own
+  // keys and values are merged last, then the devices combine. Returns [B, heads * hd]. The
+  // caches are only read: the caller writes the tokens' keys and values after all layers. With
+  // native weights the whole of it is the decode attention kernel (decode_attention.h),
   // reading the caches in place.
-  Value CachedAttention(const Qkv& qkv, const Value& position, const Value& owner,
-                        const Value& slot, const Value& k_cache, const Value& v_cache,
-                        const Value& layer, int64_t block_slots) {
-    const int64_t kv = c_.n_kv_heads, g = c_.n_heads / kv, hd = c_.head_dim;
+  Value CachedAttention(const Qkv& qkv, const Value& positions, const Value& k_cache,
+                        const Value& v_cache, const Value& layer, int64_t block_slots) {
+    const int64_t kv = c_.n_kv_heads, g = c_.n_heads / kv, hd = c_.head_dim,
+                  batch = qkv.q.shape.dims[0];
     if (c_.native) {
       Value packed = b_.CustomCall(
-          kDecodeAttentionTarget, {qkv.q, qkv.k, qkv.v, k_cache, v_cache, layer, position, pid_},
-          F32({kv, 1, g, hd + 2}), {{"partitions", int32_t(p_)}}, Manual());
+          kDecodeAttentionTarget, {qkv.q, qkv.k, qkv.v, k_cache, v_cache, layer, positions, pid_},
+          F32({kv, batch, g, hd + 2}), {{"partitions", int32_t(p_)}}, Manual());
       return CombinePacked(packed);
     }
-    Value blocks = b_.Add(b_.Binary("divide", position, b_.I32(block_slots * p_)), b_.I32(1));
-    Value before = b_.Reshape(b_.Sub(position, b_.I32(1)), {1});
-    const std::vector<Value> inits = {b_.I32(0), b_.Splat(kMasked, F32({kv, 1, g})),
-                                      b_.Splat(0.0, F32({kv, 1, g})),
-                                      b_.Splat(0.0, F32({kv, 1, g, hd}))};
+    const double scale = 1.0 / std::sqrt(double(hd));
+    Value q4 = b_.Reshape(qkv.q, {batch, kv, g, hd});
+    Value most = b_.Reduce(positions, {0}, "maximum", b_.I32(-1));
+    Value blocks = b_.Add(b_.Binary("divide", most, b_.I32(block_slots * p_)), b_.I32(1));
+    Value before = b_.Sub(positions, b_.Splat(1, I32({batch})));
+    const std::vector<int64_t> part = {batch, kv, g};
+    const std::vector<Value> inits = {b_.I32(0), b_.Splat(kMasked, F32(part)),
+                                      b_.Splat(0.0, F32(part)),
+                                      b_.Splat(0.0, F32({batch, kv, g, hd}))};
     std::vector<Value> out = b_.While(
         inits,
         [&](const std::vector<Value>& v) {
@@ -312,18 +323,41 @@ class Emitter {
           Value first = b_.Mul(v[0], b_.I32(block_slots));
           const Value zero = b_.I32(0);
           auto block = [&](const Value& cache) {
-            Value slab = b_.DynamicSlice(cache, {layer, zero, first, zero, zero},
-                                         {1, 1, block_slots, kv, hd});
-            return b_.Reshape(slab, {block_slots, kv, hd});
+            Value slab = b_.DynamicSlice(cache, {layer, zero, zero, first, zero, zero},
+                                         {1, 1, batch, block_slots, kv, hd});
+            return b_.Reshape(slab, {batch, block_slots, kv, hd});
           };
-          Partial part = LocalAttention(qkv.q, before, block(k_cache), block(v_cache), first, pid_);
-          Partial merged = Merge(Partial{v[3], v[1], v[2]}, part);
+          const int64_t t = block_slots;
+          const std::vector<int64_t> full = {batch, kv, g, t};
+          Value scores = b_.Scale(b_.Dot(q4, block(k_cache), {0, 1}, {0, 2}, {3}, {3}), scale);
+          Value slots = b_.Add(b_.Iota(I32({t}), 0), b_.Broadcast(first, {t}, {}));
+          Value kpos = b_.Add(b_.Mul(slots, b_.Splat(double(p_), I32({t}))),
+                              b_.Broadcast(pid_, {t}, {}));
+          Value allowed = b_.Compare(b_.Broadcast(kpos, {batch, t}, {1}),
+                                     b_.Broadcast(before, {batch, t}, {0}), "LE");
+          scores = b_.Select(b_.Broadcast(allowed, full, {0, 3}), scores,
+                             b_.Splat(kMasked, F32(full)));
+          Value m = b_.Reduce(scores, {3}, "maximum", b_.NegInf());
+          Value e = b_.Unary("exponential", b_.Sub(scores, b_.Broadcast(m, full, {0, 1, 2})));
+          Value l = b_.Reduce(e, {3}, "add", b_.Splat(0.0, F32({})));
+          Value o = b_.Dot(e, block(v_cache), {0, 1}, {0, 2}, {3}, {1});  // [B, kv, g, hd]
+          Partial merged = Merge(Partial{v[3], v[1], v[2]}, Partial{o, m, l});
           return std::vector<Value>{b_.Add(v[0], b_.I32(1)), merged.m, merged.l, merged.o};
         });
-    // Only the owner sees its own key: the others' query position is -1, before every key.
-    Value self_pos = b_.Reshape(b_.Select(owner, position, b_.I32(-1)), {1});
-    Partial self = LocalAttention(qkv.q, self_pos, qkv.k, qkv.v, slot, pid_);
-    return Combine(Merge(Partial{out[3], out[1], out[2]}, self));
+    // Each token's own key: a real score on the device that will hold its position, masked on
+    // the others.
+    const std::vector<int64_t> full = {batch, kv, g, hd};
+    Value own_k = b_.Broadcast(qkv.k, full, {0, 1, 3});
+    Value score = b_.Scale(b_.Reduce(b_.Mul(q4, own_k), {3}, "add", b_.Splat(0.0, F32({}))),
+                           scale);
+    Value owner = b_.Compare(b_.Binary("remainder", positions, b_.Splat(double(p_), I32({batch}))),
+                             b_.Broadcast(pid_, {batch}, {}), "EQ");
+    Value self_m = b_.Select(b_.Broadcast(owner, part, {0}), score, b_.Splat(kMasked, F32(part)));
+    Partial self{b_.Broadcast(qkv.v, full, {0, 1, 3}), self_m, b_.Splat(1.0, F32(part))};
+    Partial all = Merge(Partial{out[3], out[1], out[2]}, self);
+    // As Combine's [kv, B, g, ...].
+    return Combine(Partial{b_.Transpose(all.o, {1, 0, 2, 3}), b_.Transpose(all.m, {1, 0, 2}),
+                           b_.Transpose(all.l, {1, 0, 2})});
   }
 
   // x + attention output projected by wo (each device its slice of the outputs, all-gathered).
@@ -347,22 +381,22 @@ class Emitter {
   }
 
   struct Head {
-    Value next_token;  // s32[] on every device
-    Value logits;      // f32[vocab / P], this device's rows of the vocabulary
+    Value next_tokens;  // s32[s] on every device
+    Value logits;       // f32[s, vocab / P], this device's columns of the vocabulary
   };
-  // The logits of x [1, d] and the greedy token: each device scores its vocabulary rows and
-  // proposes its best; one all-gather of the proposals, and every device picks the same.
+  // The logits of x [s, d] and each row's greedy token: each device scores its vocabulary rows
+  // and proposes its best per row; one all-gather of the proposals, and every device picks
+  // the same.
   Head Logits(const Value& x) {
-    const int64_t rows = c_.vocab / p_;
+    const int64_t rows = c_.vocab / p_, s = x.shape.dims[0];
     Value h = RmsNorm(x, W("output_norm"));
     Value scores = Linear(h, W("token_embd"), TypeOf(&NativeWeights::token_embd), b_.I32(0));
-    Value logits = b_.Reshape(scores, {rows});
-    Builder::MaxAndIndex best = b_.ArgMax(logits);
-    Value index = b_.Add(best.index, b_.Mul(pid_, b_.I32(rows)));
-    if (p_ == 1) return Head{index, logits};
-    Value maxes = b_.AllGather(b_.Reshape(best.max, {1}), 0, p_);
-    Value indices = b_.AllGather(b_.Reshape(index, {1}), 0, p_);
-    return Head{b_.ArgMax(maxes, indices).index, logits};
+    Builder::MaxAndIndex best = b_.ArgMax(scores, 1);
+    Value index = b_.Add(best.index, b_.Broadcast(b_.Mul(pid_, b_.I32(rows)), {s}, {}));
+    if (p_ == 1) return Head{index, scores};
+    Value maxes = b_.AllGather(b_.Reshape(best.max, {1, s}), 0, p_);
+    Value indices = b_.AllGather(b_.Reshape(index, {1, s}), 0, p_);
+    return Head{b_.ArgMax(maxes, indices, 0).index, scores};
   }
 
  private:
@@ -379,6 +413,7 @@ class Emitter {
 
   const LlamaConfig& c_;
   const int64_t p_;
+  const MatmulOrder order_;
   Builder b_;
   Value pid_;
   std::map<std::string, Value> w_;
@@ -386,11 +421,12 @@ class Emitter {
 
 using stablehlo::ModuleSpec;
 
-// Both programs return the caches, the greedy token and the vocabulary-split logits.
-std::vector<ArraySpec> Outputs(const std::vector<ArraySpec>& caches, int64_t vocab) {
+// The chunk and decode programs return the caches, `s` greedy tokens and their
+// vocabulary-split logits.
+std::vector<ArraySpec> Outputs(const std::vector<ArraySpec>& caches, int64_t s, int64_t vocab) {
   std::vector<ArraySpec> outputs = caches;
-  outputs.push_back(S32("next_token", {}));
-  outputs.push_back(ArraySpec{"logits", ElementType::kF32, {vocab}, 0});
+  outputs.push_back(S32("next_tokens", {s}));
+  outputs.push_back(ArraySpec{"logits", ElementType::kF32, {s, vocab}, 1});
   return outputs;
 }
 
@@ -419,6 +455,11 @@ absl::Status CheckShape(const LlamaConfig& c, const ProgramShape& shape, int64_t
     return absl::InvalidArgumentError(
         absl::StrCat("cache length ", shape.cache_len, ": expected a multiple of ", p,
                      " devices within the model's context of ", c.context));
+  }
+  if (shape.rows < 1 || shape.batch < 1 || shape.batch > shape.rows) {
+    return absl::InvalidArgumentError(absl::StrCat("batch of ", shape.batch, " over ",
+                                                   shape.rows,
+                                                   " cache rows: expected 1 <= batch <= rows"));
   }
   if (size < p || size % p != 0 || size > shape.cache_len) {
     return absl::InvalidArgumentError(absl::StrCat(what, " ", size, ": expected a multiple of ",
@@ -451,120 +492,184 @@ int64_t Bucket(int64_t n, int64_t granule, int64_t cap) {
   }
 }
 
-absl::StatusOr<LlamaProgram> EmitPrefill(const LlamaConfig& c, const ProgramShape& shape) {
-  SHARDRT_RETURN_IF_ERROR(CheckShape(c, shape, shape.tokens, "prompt bucket"));
-  const int64_t p = shape.partitions, s = shape.tokens, slots = shape.cache_len / p;
-  const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.cache_len);
+absl::StatusOr<LlamaProgram> EmitEmptyCaches(const LlamaConfig& c, const ProgramShape& shape) {
+  SHARDRT_RETURN_IF_ERROR(CheckShape(c, shape, shape.partitions, "devices"));
+  const int64_t p = shape.partitions;
+  const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.rows, shape.cache_len);
   ModuleSpec sig;
-  sig.parameters = {S32("tokens", {s}), S32("length", {})};
-  sig.outputs = Outputs(caches, c.vocab);
-
+  sig.outputs = caches;
   Emitter e(c, p);
   Builder& b = e.b();
-  Value tokens = e.Enter(0, sig.parameters[0]);
-  Value length = e.Enter(1, sig.parameters[1]);
-  EnterWeights(e, c, sig);
-
-  Value pos = b.Iota(I32({s}), 0);
-  Value x = e.Embed(tokens);
-  // The caches start as zeros and receive each layer's keys and values in place (padding each
-  // layer to the cache length and concatenating would hold a second cache in temporaries).
-  const ArrayShape cache_type = F32({c.n_layers, 1, slots, c.n_kv_heads, c.head_dim});
-  std::vector<Value> state = e.ForLayers(
-      {x, b.Splat(0.0, cache_type), b.Splat(0.0, cache_type)},
-      [&](const Value& i, const std::vector<Value>& v) {
-        const Emitter::Layer w = e.LayerAt(i);
-        Emitter::Qkv qkv = e.Project(v[0], w, pos);
-        const Value zero = b.I32(0);
-        // This device's positions pid + P j of the prompt: [s / P, kv, hd].
-        auto mine = [&](const Value& a) {
-          Value r = b.Reshape(a, {s / p, p, c.n_kv_heads, c.head_dim});
-          Value d = b.DynamicSlice(r, {zero, e.pid(), zero, zero},
-                                   {s / p, 1, c.n_kv_heads, c.head_dim});
-          return b.Reshape(d, {s / p, c.n_kv_heads, c.head_dim});
-        };
-        Value keys = mine(qkv.k), values = mine(qkv.v);
-        Value x = e.AttentionResidual(v[0], e.Attention(qkv.q, pos, keys, values), w);
-        auto write = [&](const Value& cache, const Value& kv) {
-          Value r = b.Reshape(kv, {1, 1, s / p, c.n_kv_heads, c.head_dim});
-          return b.DynamicUpdateSlice(cache, r, {i, zero, zero, zero, zero});
-        };
-        return std::vector<Value>{e.Mlp(x, w), write(v[1], keys), write(v[2], values)};
-      });
-  x = state[0];
-  const Value& k_cache = state[1];
-  const Value& v_cache = state[2];
-  Value last = b.DynamicSlice(x, {b.Sub(length, b.I32(1)), b.I32(0)}, {1, c.d_model});
-  Emitter::Head head = e.Logits(last);
-  std::vector<Value> results = {e.Leave(k_cache, caches[0]), e.Leave(v_cache, caches[1]),
-                                e.Leave(head.next_token, sig.outputs[2]),
-                                e.Leave(head.logits, sig.outputs[3])};
-  return Assemble(absl::StrCat("prefill_", s), p, std::move(sig), b, results);
+  const std::vector<int64_t> local = {c.n_layers, 1, shape.rows, shape.cache_len / p,
+                                      c.n_kv_heads, c.head_dim};
+  std::vector<Value> results = {e.Leave(b.Splat(0.0, F32(local)), caches[0]),
+                                e.Leave(b.Splat(0.0, F32(local)), caches[1])};
+  return Assemble(absl::StrCat("caches_", shape.rows, "x", shape.cache_len), p, std::move(sig),
+                  b, results);
 }
 
-absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape& shape) {
+absl::StatusOr<LlamaProgram> EmitPrefillChunk(const LlamaConfig& c, const ProgramShape& shape) {
+  SHARDRT_RETURN_IF_ERROR(CheckShape(c, shape, shape.tokens, "prompt chunk"));
   SHARDRT_RETURN_IF_ERROR(CheckShape(c, shape, shape.block, "attention block"));
-  const int64_t p = shape.partitions, block = shape.block;
-  if (shape.cache_len % block != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("attention block ", block,
-                                                   ": expected a divisor of the cache length ",
-                                                   shape.cache_len));
-  }
-  const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.cache_len);
+  const int64_t p = shape.partitions, s = shape.tokens, kv = c.n_kv_heads, hd = c.head_dim;
+  const int64_t block_slots = shape.block / p;
+  const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.rows, shape.cache_len);
   ModuleSpec sig;
   sig.parameters = caches;
-  sig.parameters.push_back(S32("token", {}));
-  sig.parameters.push_back(S32("position", {}));
-  sig.outputs = Outputs(caches, c.vocab);
+  for (const char* name : {"start", "length", "row"}) sig.parameters.push_back(S32(name, {}));
+  sig.parameters.insert(sig.parameters.begin() + ChunkParameter::kTokens, S32("tokens", {s}));
+  sig.outputs = Outputs(caches, 1, c.vocab);
   sig.aliases = {{0, 0}, {1, 1}};
 
   Emitter e(c, p);
   Builder& b = e.b();
-  Value k_cache = e.Enter(0, caches[0]);
-  Value v_cache = e.Enter(1, caches[1]);
-  Value token = e.Enter(2, sig.parameters[2]);
-  Value position = e.Enter(3, sig.parameters[3]);
+  Value k_cache = e.Enter(ChunkParameter::kKeyCache, caches[0]);
+  Value v_cache = e.Enter(ChunkParameter::kValueCache, caches[1]);
+  Value tokens = e.Enter(ChunkParameter::kTokens, sig.parameters[ChunkParameter::kTokens]);
+  Value start = e.Enter(ChunkParameter::kStart, sig.parameters[ChunkParameter::kStart]);
+  Value length = e.Enter(ChunkParameter::kLength, sig.parameters[ChunkParameter::kLength]);
+  Value row = e.Enter(ChunkParameter::kRow, sig.parameters[ChunkParameter::kRow]);
   EnterWeights(e, c, sig);
 
-  Value pos = b.Reshape(position, {1});
-  Value x = e.Embed(b.Reshape(token, {1}));
-  // The token's key and value go to device position % P, slot position / P.
-  Value slot = b.Binary("divide", position, b.I32(p));
-  Value mine = b.Compare(b.Binary("remainder", position, b.I32(p)), e.pid(), "EQ");
+  Value pos = b.Add(b.Iota(I32({s}), 0), b.Broadcast(start, {s}, {}));
+  Value first_slot = b.Binary("divide", start, b.I32(p));
+  // Cached blocks holding positions before the chunk; their queries all see every one of them.
+  Value blocks = b.Binary("divide", b.Add(start, b.I32(shape.block - 1)), b.I32(shape.block));
+  Value before = b.Broadcast(b.Sub(start, b.I32(1)), {s}, {});
+  Value x = e.Embed(tokens);
   const Value zero = b.I32(0);
-  // The layers only read the caches; each layer's key and value for the token are collected
-  // and written after the loop, once per cache (a cache written inside the loop, where the
-  // attention also reads it, would be copied every layer).
-  const ArrayShape column = F32({c.n_layers, c.n_kv_heads, c.head_dim});
+  const ArrayShape column = F32({c.n_layers, s / p, kv, hd});
   std::vector<Value> state = e.ForLayers(
       {x, b.Splat(0.0, column), b.Splat(0.0, column)},
       [&](const Value& i, const std::vector<Value>& v) {
         const Emitter::Layer w = e.LayerAt(i);
         Emitter::Qkv qkv = e.Project(v[0], w, pos);
-        Value attention =
-            e.CachedAttention(qkv, position, mine, slot, k_cache, v_cache, i, block / p);
-        Value x = e.Mlp(e.AttentionResidual(v[0], attention, w), w);
-        auto collect = [&](const Value& all, const Value& kv) {
-          return b.DynamicUpdateSlice(all, kv, {i, zero, zero});
+        // This device's positions start + pid + P j of the chunk: [s / P, kv, hd].
+        auto mine = [&](const Value& a) {
+          Value r = b.Reshape(a, {s / p, p, kv, hd});
+          Value d = b.DynamicSlice(r, {zero, e.pid(), zero, zero}, {s / p, 1, kv, hd});
+          return b.Reshape(d, {s / p, kv, hd});
         };
-        return std::vector<Value>{x, collect(v[1], qkv.k), collect(v[2], qkv.v)};
+        Value keys = mine(qkv.k), values = mine(qkv.v);
+        Emitter::Partial own = e.LocalAttention(qkv.q, pos, keys, values, first_slot, e.pid());
+        const std::vector<int64_t> part = {kv, s, c.n_heads / kv};
+        std::vector<int64_t> o_dims = part;
+        o_dims.push_back(hd);
+        const std::vector<Value> inits = {b.I32(0), b.Splat(kMasked, F32(part)),
+                                          b.Splat(0.0, F32(part)), b.Splat(0.0, F32(o_dims))};
+        std::vector<Value> cached = b.While(
+            inits,
+            [&](const std::vector<Value>& l) {
+              return std::vector<Value>{b.Compare(l[0], blocks, "LT")};
+            },
+            [&](const std::vector<Value>& l) {
+              Value first = b.Mul(l[0], b.I32(block_slots));
+              auto slab = [&](const Value& cache) {
+                Value d = b.DynamicSlice(cache, {i, zero, row, first, zero, zero},
+                                         {1, 1, 1, block_slots, kv, hd});
+                return b.Reshape(d, {block_slots, kv, hd});
+              };
+              Emitter::Partial part =
+                  e.LocalAttention(qkv.q, before, slab(k_cache), slab(v_cache), first, e.pid());
+              Emitter::Partial merged = e.Merge(Emitter::Partial{l[3], l[1], l[2]}, part);
+              return std::vector<Value>{b.Add(l[0], b.I32(1)), merged.m, merged.l, merged.o};
+            });
+        Value attention =
+            e.Combine(e.Merge(Emitter::Partial{cached[3], cached[1], cached[2]}, own));
+        Value x = e.Mlp(e.AttentionResidual(v[0], attention, w), w);
+        auto collect = [&](const Value& all, const Value& kv_rows) {
+          return b.DynamicUpdateSlice(all, b.Reshape(kv_rows, {1, s / p, kv, hd}),
+                                      {i, zero, zero, zero});
+        };
+        return std::vector<Value>{x, collect(v[1], keys), collect(v[2], values)};
       });
-  x = state[0];
-  // Every device rewrites the token's slot in every layer, the others with what it held.
-  const std::vector<int64_t> one = {c.n_layers, 1, 1, c.n_kv_heads, c.head_dim};
+  // The chunk's keys and values, written once after the layers (the loop only read the caches).
   auto write = [&](const Value& cache, const Value& column) {
-    const std::vector<Value> at = {zero, zero, slot, zero, zero};
-    Value held = b.DynamicSlice(cache, at, one);
-    Value chosen = b.Select(b.Broadcast(mine, one, {}), b.Reshape(column, one), held);
-    return b.DynamicUpdateSlice(cache, chosen, at);
+    return b.DynamicUpdateSlice(cache, b.Reshape(column, {c.n_layers, 1, 1, s / p, kv, hd}),
+                                {zero, zero, row, first_slot, zero, zero});
   };
   k_cache = write(k_cache, state[1]);
   v_cache = write(v_cache, state[2]);
-  Emitter::Head head = e.Logits(x);
+  Value last = b.DynamicSlice(state[0], {b.Sub(length, b.I32(1)), zero}, {1, c.d_model});
+  Emitter::Head head = e.Logits(last);
   std::vector<Value> results = {e.Leave(k_cache, caches[0]), e.Leave(v_cache, caches[1]),
-                                e.Leave(head.next_token, sig.outputs[2]),
-                                e.Leave(head.logits, sig.outputs[3])};
-  return Assemble(absl::StrCat("decode_", shape.cache_len), p, std::move(sig), b, results);
+                                e.Leave(head.next_tokens, sig.outputs[ProgramOutput::kNextTokens]),
+                                e.Leave(head.logits, sig.outputs[ProgramOutput::kLogits])};
+  return Assemble(absl::StrCat("chunk_", s, "_", shape.rows, "x", shape.cache_len), p,
+                  std::move(sig), b, results);
+}
+
+absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape& shape) {
+  SHARDRT_RETURN_IF_ERROR(CheckShape(c, shape, shape.block, "attention block"));
+  const int64_t p = shape.partitions, block = shape.block, batch = shape.batch,
+                kv = c.n_kv_heads, hd = c.head_dim;
+  if (shape.cache_len % block != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("attention block ", block,
+                                                   ": expected a divisor of the cache length ",
+                                                   shape.cache_len));
+  }
+  const std::vector<ArraySpec> caches = CacheSpecs(c, p, shape.rows, shape.cache_len);
+  ModuleSpec sig;
+  sig.parameters = caches;
+  sig.parameters.push_back(S32("tokens", {batch}));
+  sig.parameters.push_back(S32("positions", {batch}));
+  sig.outputs = Outputs(caches, batch, c.vocab);
+  sig.aliases = {{0, 0}, {1, 1}};
+
+  // Each token's products sum in the order they have alone: a sequence's tokens do not depend
+  // on the batch it runs in.
+  Emitter e(c, p, MatmulOrder::kPerRow);
+  Builder& b = e.b();
+  Value k_cache = e.Enter(DecodeParameter::kKeyCache, caches[0]);
+  Value v_cache = e.Enter(DecodeParameter::kValueCache, caches[1]);
+  Value tokens = e.Enter(DecodeParameter::kTokens, sig.parameters[DecodeParameter::kTokens]);
+  Value positions =
+      e.Enter(DecodeParameter::kPositions, sig.parameters[DecodeParameter::kPositions]);
+  EnterWeights(e, c, sig);
+
+  Value x = e.Embed(tokens);
+  const Value zero = b.I32(0);
+  // The layers only read the caches; each layer's keys and values for the tokens are collected
+  // and written after the loop, once per cache (a cache written inside the loop, where the
+  // attention also reads it, would be copied every layer).
+  const ArrayShape column = F32({c.n_layers, batch, kv, hd});
+  std::vector<Value> state = e.ForLayers(
+      {x, b.Splat(0.0, column), b.Splat(0.0, column)},
+      [&](const Value& i, const std::vector<Value>& v) {
+        const Emitter::Layer w = e.LayerAt(i);
+        Emitter::Qkv qkv = e.Project(v[0], w, positions);
+        Value attention = e.CachedAttention(qkv, positions, k_cache, v_cache, i, block / p);
+        Value x = e.Mlp(e.AttentionResidual(v[0], attention, w), w);
+        auto collect = [&](const Value& all, const Value& kv_rows) {
+          return b.DynamicUpdateSlice(all, b.Reshape(kv_rows, {1, batch, kv, hd}),
+                                      {i, zero, zero, zero});
+        };
+        return std::vector<Value>{x, collect(v[1], qkv.k), collect(v[2], qkv.v)};
+      });
+  // Token b's key and value go to row b, device position % P, slot position / P: every device
+  // rewrites that slot in every layer, the others (and every device for an idle row, position
+  // -1) with what it held.
+  const std::vector<int64_t> one = {c.n_layers, 1, 1, 1, kv, hd};
+  auto write = [&](Value cache, const Value& column) {
+    for (int64_t r = 0; r < batch; ++r) {
+      Value position = b.Reshape(b.Slice(positions, {r}, {r + 1}), {});
+      Value slot = b.Binary("divide", position, b.I32(p));
+      Value mine = b.Compare(b.Binary("remainder", position, b.I32(p)), e.pid(), "EQ");
+      const std::vector<Value> at = {zero, zero, b.I32(r), slot, zero, zero};
+      Value held = b.DynamicSlice(cache, at, one);
+      Value fresh = b.Reshape(b.Slice(column, {0, r, 0, 0}, {c.n_layers, r + 1, kv, hd}), one);
+      cache = b.DynamicUpdateSlice(cache, b.Select(b.Broadcast(mine, one, {}), fresh, held), at);
+    }
+    return cache;
+  };
+  k_cache = write(k_cache, state[1]);
+  v_cache = write(v_cache, state[2]);
+  Emitter::Head head = e.Logits(state[0]);
+  std::vector<Value> results = {e.Leave(k_cache, caches[0]), e.Leave(v_cache, caches[1]),
+                                e.Leave(head.next_tokens, sig.outputs[ProgramOutput::kNextTokens]),
+                                e.Leave(head.logits, sig.outputs[ProgramOutput::kLogits])};
+  return Assemble(absl::StrCat("decode_", batch, "_", shape.rows, "x", shape.cache_len), p,
+                  std::move(sig), b, results);
 }
 
 }  // namespace shardrt::llama

@@ -49,7 +49,10 @@ absl::StatusOr<QuantMatrix> MatrixOf(int32_t type, const ffi::Buffer<ffi::U8>& w
 
 ffi::Error QuantMatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> w,
                        ffi::BufferR0<ffi::S32> layer, int32_t type, int32_t partitions,
-                       ffi::ResultBuffer<ffi::F32> y) {
+                       int32_t order, ffi::ResultBuffer<ffi::F32> y) {
+  if (order != int32_t(MatmulOrder::kFastest) && order != int32_t(MatmulOrder::kPerRow)) {
+    return Invalid(kQuantMatmulTarget, absl::StrCat("order ", order, ": expected 0 or 1"));
+  }
   const auto xd = x.dimensions();
   if (xd.size() < 1) return Invalid(kQuantMatmulTarget, "x is a scalar: expected [..., k]");
   const int64_t k = xd[xd.size() - 1];
@@ -76,7 +79,7 @@ ffi::Error QuantMatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffe
       scratch.resize(size_t(MatmulScratchFloats(matrix)));
     }
     QuantMatmulRows(isa, matrix, xs, s, ys, matrix.rows, matrix.rows * c / count,
-                    matrix.rows * (c + 1) / count, scratch.data());
+                    matrix.rows * (c + 1) / count, scratch.data(), MatmulOrder(order));
   });
   return ffi::Error::Success();
 }
@@ -111,6 +114,7 @@ XLA_FFI_DEFINE_HANDLER(kQuantMatmulHandler, QuantMatmul,
                            .Arg<ffi::BufferR0<ffi::S32>>()
                            .Attr<int32_t>("type")
                            .Attr<int32_t>("partitions")
+                           .Attr<int32_t>("order")
                            .Ret<ffi::Buffer<ffi::F32>>());
 
 XLA_FFI_DEFINE_HANDLER(kQuantGatherHandler, QuantGather,

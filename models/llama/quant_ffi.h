@@ -2,9 +2,12 @@
 // StableHLO programs call them as custom calls on weights that stay in their GGUF blocks:
 //
 //   y = stablehlo.custom_call @shardrt_quant_matmul(x, w, layer)
-//         {api_version = 4 : i32, backend_config = {type = T : i32, partitions = P : i32}}
+//         {api_version = 4 : i32,
+//          backend_config = {type = T : i32, partitions = P : i32, order = O : i32}}
 //     x f32[..., k]; w u8[n, row_bytes] or u8[layers, n, row_bytes] (stacked, the layer's
 //     matrix is used in place, never sliced out); layer s32[]; y f32[..., n]: y = x . W^T.
+//     O: a MatmulOrder (quant_matmul.h), 0 fastest, 1 per row (each row of y the same bits
+//     whatever the other rows of x are).
 //
 //   y = stablehlo.custom_call @shardrt_quant_gather(w, ids)
 //         {api_version = 4 : i32, backend_config = {type = T : i32}}

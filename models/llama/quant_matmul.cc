@@ -213,16 +213,18 @@ absl::Status CheckQuantMatrix(const QuantMatrix& w) {
 }
 
 void QuantMatmulRows(KernelIsa isa, const QuantMatrix& w, const float* x, int64_t s, float* y,
-                     int64_t ldy, int64_t row_begin, int64_t row_end, float* scratch) {
+                     int64_t ldy, int64_t row_begin, int64_t row_end, float* scratch,
+                     MatmulOrder order) {
+  const bool per_row = order == MatmulOrder::kPerRow;
   switch (isa) {
 #if defined(__x86_64__)
     case KernelIsa::kAvx512:
-      return avx512::MatmulRows(w, x, s, y, ldy, row_begin, row_end, scratch);
+      return avx512::MatmulRows(w, x, s, y, ldy, row_begin, row_end, scratch, per_row);
     case KernelIsa::kAvx2:
-      return avx2::MatmulRows(w, x, s, y, ldy, row_begin, row_end, scratch);
+      return avx2::MatmulRows(w, x, s, y, ldy, row_begin, row_end, scratch, per_row);
 #endif
     default:
-      return generic::MatmulRows(w, x, s, y, ldy, row_begin, row_end, scratch);
+      return generic::MatmulRows(w, x, s, y, ldy, row_begin, row_end, scratch, per_row);
   }
 }
 

@@ -57,12 +57,21 @@ inline int64_t MatmulScratchFloats(const QuantMatrix& w) {
   return (kMatmulPanelRows + 1) * w.cols;
 }
 
+// How a product orders its sums.
+enum class MatmulOrder {
+  kFastest,  // the fastest path for the rows of x (their count changes the order of the sums)
+  // Each row of y sums in one order whatever the other rows of x are: a row's result has the
+  // same bits at any s (what a batch of sequences needs for each to match its solo run).
+  kPerRow,
+};
+
 // y[i * ldy + r] = sum_c x[i * w.cols + c] * W[r, c] for i in [0, s) and r in [row_begin,
 // row_end), with the path `isa` (one of SupportedIsas()). x is s rows of w.cols floats;
 // `scratch` holds MatmulScratchFloats(w) floats. Checks nothing: the caller has checked `w`
 // (CheckQuantMatrix) and the ranges.
 void QuantMatmulRows(KernelIsa isa, const QuantMatrix& w, const float* x, int64_t s, float* y,
-                     int64_t ldy, int64_t row_begin, int64_t row_end, float* scratch);
+                     int64_t ldy, int64_t row_begin, int64_t row_end, float* scratch,
+                     MatmulOrder order = MatmulOrder::kFastest);
 
 // y[i, :] = row ids[i] of W decoded (w.cols floats), zeros for an id outside [0, w.rows), for
 // i in [0, s). Checks nothing but the ids.

@@ -296,18 +296,18 @@ Value Builder::Reduce(const Value& a, std::vector<int64_t> dims, absl::string_vi
 
 // Reduces (value, index) pairs: keep the left pair if its value is greater, or equal with a
 // lower index.
-Builder::MaxAndIndex Builder::ArgMax(const Value& a) {
-  return ArgMax(a, Iota(stablehlo::I32(a.shape.dims), 0));
+Builder::MaxAndIndex Builder::ArgMax(const Value& a, int64_t dim) {
+  return ArgMax(a, Iota(stablehlo::I32(a.shape.dims), dim), dim);
 }
 
-Builder::MaxAndIndex Builder::ArgMax(const Value& a, const Value& iota) {
+Builder::MaxAndIndex Builder::ArgMax(const Value& a, const Value& iota, int64_t dim) {
   auto keep_greater = [&](const std::vector<Value>& x, const std::vector<Value>& y) {
     Value greater = Compare(x[0], y[0], "GT");
     Value tie = Binary("and", Compare(x[0], y[0], "EQ"), Compare(x[1], y[1], "LT"));
     Value take_x = Binary("or", greater, tie);
     return std::vector<Value>{Select(take_x, x[0], y[0]), Select(take_x, x[1], y[1])};
   };
-  std::vector<Value> r = Reduce({a, iota}, {NegInf(), I32(0)}, {0}, keep_greater);
+  std::vector<Value> r = Reduce({a, iota}, {NegInf(), I32(0)}, {dim}, keep_greater);
   return MaxAndIndex{r[0], r[1]};
 }
 

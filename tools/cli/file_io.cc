@@ -101,4 +101,20 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path) {
   return bytes;
 }
 
+absl::StatusOr<std::string> ReadStandardInput(int64_t limit) {
+  std::string text;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = read(STDIN_FILENO, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return IoError("standard input", "read", errno);
+    if (n == 0) return text;
+    if (int64_t(text.size()) + n > limit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("standard input: more than ", limit, " bytes"));
+    }
+    text.append(buffer, size_t(n));
+  }
+}
+
 }  // namespace shardrt::cli

@@ -24,4 +24,9 @@ namespace shardrt::cli {
 // Thread-compatible (touches only `path`).
 [[nodiscard]] absl::StatusOr<std::string> ReadRegularFile(const std::string& path);
 
+// Everything on standard input up to its end, at most `limit` bytes. Errors: InvalidArgument
+// when there is more ("standard input: more than N bytes"); IoError's for read failures.
+// Blocks until the input ends. Not thread-safe (reads the process's stdin).
+[[nodiscard]] absl::StatusOr<std::string> ReadStandardInput(int64_t limit);
+
 }  // namespace shardrt::cli

@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "shardrt/base/json_writer.h"
 #include "cli/commands.h"
+#include "cli/file_io.h"
 #include "cli/flags.h"
 #include "cli/npy.h"
 #include "cli/runtime_setup.h"
@@ -38,7 +39,9 @@ constexpr FlagDef kFlags[] = {
      .description = "the Llama-architecture GGUF model",
      .default_text = "$SHARDRT_MODEL"},
     {.name = "prompt", .value_name = "TEXT",
-     .description = "the prompt text; this or --prompt-tokens is required"},
+     .description = "the prompt text; this, --prompt-file or --prompt-tokens is required"},
+    {.name = "prompt-file", .value_name = "FILE|-",
+     .description = "the prompt text from a file, or from standard input for -"},
     {.name = "prompt-tokens", .value_name = "IDS",
      .description = "the prompt as comma-separated token ids, e.g. 1,2,3"},
     {.name = "chat", .type = FlagType::kBoolean,
@@ -166,18 +169,27 @@ struct GenerateFlags {
   int64_t devices = 8;
   std::string model_path;
   std::optional<std::string> logits_out;
+  // --prompt-file -: read after CreateCliRuntime, which may start the process again (the input
+  // goes to the process that runs); a compile child cannot read it again.
+  bool prompt_from_stdin = false;
 };
+
+// The largest --prompt-file: the tokenizer's input limit.
+constexpr int64_t kMaxPromptFileBytes = int64_t{16} << 20;
 
 absl::StatusOr<GenerateFlags> ReadGenerateFlags(const Flags& flags) {
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", flags.positional()[0].substr(0, 64), "'"));
   }
-  if (flags.Has("prompt") == flags.Has("prompt-tokens")) {
-    return absl::InvalidArgumentError("pass exactly one of --prompt TEXT and --prompt-tokens IDS");
+  if (int(flags.Has("prompt")) + int(flags.Has("prompt-file")) + int(flags.Has("prompt-tokens")) !=
+      1) {
+    return absl::InvalidArgumentError(
+        "pass exactly one of --prompt TEXT, --prompt-file FILE|- and --prompt-tokens IDS");
   }
   if (flags.Has("prompt-tokens") && (flags.Has("chat") || flags.Has("system"))) {
-    return absl::InvalidArgumentError("--chat and --system apply to --prompt, not --prompt-tokens");
+    return absl::InvalidArgumentError(
+        "--chat and --system apply to --prompt and --prompt-file, not --prompt-tokens");
   }
   if (flags.Has("system") && !flags.Has("chat")) {
     return absl::InvalidArgumentError("--system needs --chat");
@@ -202,8 +214,21 @@ absl::StatusOr<GenerateFlags> ReadGenerateFlags(const Flags& flags) {
   if (flags.Has("prompt-tokens")) {
     SHARDRT_ASSIGN_OR_RETURN(r.prompt_tokens, ParseIds(*flags.Get("prompt-tokens")));
   } else {
-    r.prompt = *flags.Get("prompt");
-    if (r.prompt.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
+    if (flags.Has("prompt")) {
+      r.prompt = *flags.Get("prompt");
+    } else if (const std::string path = *flags.Get("prompt-file"); path == "-") {
+      out.prompt_from_stdin = true;  // read once the process has its final form (StdinPrompt)
+    } else {
+      SHARDRT_ASSIGN_OR_RETURN(r.prompt, ReadRegularFile(path));
+      if (int64_t(r.prompt.size()) > kMaxPromptFileBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "flag --prompt-file: ", path, " holds ", r.prompt.size(), " bytes; at most ",
+            kMaxPromptFileBytes));
+      }
+    }
+    if (r.prompt.empty() && !out.prompt_from_stdin) {
+      return absl::InvalidArgumentError("the prompt has no tokens");
+    }
     r.format = flags.Has("chat") ? llm::PromptFormat::kChat : llm::PromptFormat::kRaw;
     r.system = flags.Get("system").value_or("");
   }
@@ -302,7 +327,8 @@ absl::StatusOr<std::vector<int32_t>> PromptOf(const llm::Session& session,
 
 constinit const CommandDef kGenerateCommand{
     .name = "generate",
-    .usage = "(--prompt TEXT [--chat [--system TEXT]] | --prompt-tokens IDS) [flags]",
+    .usage = "((--prompt TEXT | --prompt-file FILE|-) [--chat [--system TEXT]] | "
+             "--prompt-tokens IDS) [flags]",
     .summary = "Generates text with a Llama-architecture GGUF model (SmolLM2-135M-Instruct from "
                "scripts/bootstrap.sh), tensor-parallel over N devices.",
     .flags = kFlags,
@@ -319,6 +345,10 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   SHARDRT_RETURN_IF_ERROR(reports.Start());
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
                            CreateCliRuntime(g.devices, flags.Get("plugin"), flags.Get("compile-cache")));
+  if (g.prompt_from_stdin) {
+    SHARDRT_ASSIGN_OR_RETURN(g.request.prompt, ReadStandardInput(kMaxPromptFileBytes));
+    if (g.request.prompt.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
+  }
   if (compile_only && !runtime->client().has_persistent_cache()) {
     return absl::InvalidArgumentError(
         "--compile-only needs a compile cache (--compile-cache DIR, $SHARDRT_COMPILE_CACHE or the "
@@ -336,7 +366,8 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   const int64_t n = int64_t(prompt.size()), max_tokens = g.request.max_tokens;
   SHARDRT_RETURN_IF_ERROR(session->SetContextLength(n + max_tokens));
   const Clock::time_point compile_start = Clock::now();
-  SHARDRT_RETURN_IF_ERROR(CompileFirst(*session, *runtime, args, compile_only, n, max_tokens));
+  SHARDRT_RETURN_IF_ERROR(CompileFirst(*session, *runtime, args,
+                                       compile_only || g.prompt_from_stdin, n, max_tokens));
   if (compile_only) {
     std::fprintf(stderr, "compiled in %.2f s\n", Since(compile_start));
     return reports.Finish();

@@ -107,14 +107,15 @@ class SHARDRT_EXPORT Builder {
   // Reduces `a` over `dims` with the binary op `combiner` ("add", "maximum") from `init`.
   Value Reduce(const Value& a, std::vector<int64_t> dims, absl::string_view combiner,
                const Value& init);
-  // The largest element of f32[n] `a` and its index (s32[]); ties go to the lowest index.
+  // The largest elements of f32 `a` along dimension `dim` and their indices (s32), of a's
+  // shape without `dim`; ties go to the lowest index.
   struct MaxAndIndex {
     Value max, index;
   };
-  MaxAndIndex ArgMax(const Value& a);
-  // The same over f32[n] `values` whose indices are the s32[n] `indices`: the largest value
-  // and its index, the lowest index among equal values.
-  MaxAndIndex ArgMax(const Value& values, const Value& indices);
+  MaxAndIndex ArgMax(const Value& a, int64_t dim = 0);
+  // The same over f32 `values` whose indices are the s32 `indices` (of the same dims): the
+  // largest value along `dim` and its index, the lowest index among equal values.
+  MaxAndIndex ArgMax(const Value& values, const Value& indices, int64_t dim = 0);
 
   // A stablehlo.while carrying `inits`. `cond` writes the condition region: it gets the carried
   // values and returns one i1 scalar; `body` writes the loop body: it gets them and returns

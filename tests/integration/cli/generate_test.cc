@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 
@@ -58,6 +59,18 @@ TEST_F(GenerateTest, StreamsTextAndEndsStderrWithTheRates) {
   for (char c : text) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
   EXPECT_NE(json.out.find("\"text\": \"" + escaped + "\""), std::string::npos)
       << json.out << " vs " << text;
+
+  // The same prompt from a file, and from standard input.
+  const std::string path = ::testing::TempDir() + "prompt_" + std::to_string(getpid()) + ".txt";
+  std::ofstream(path) << "Once upon a time";
+  const std::string from = "generate --model " + kModel + " --max-tokens 12 --devices 8 --json";
+  for (const std::string& source : {"--prompt-file " + path, "--prompt-file - < " + path}) {
+    CliResult read = RunCliCaptured(from + " " + source);
+    ASSERT_EQ(read.exit_code, 0) << source << ": " << read.err;
+    auto answer = [](const std::string& out) { return out.substr(0, out.find(", \"prefill_s\"")); };
+    EXPECT_EQ(answer(read.out), answer(json.out)) << source;
+  }
+  std::filesystem::remove(path);
 }
 
 // The value of counter `name` in a --metrics report (0 when it is not there).
@@ -78,7 +91,8 @@ TEST_F(GenerateTest, AFirstRunCompilesInAChildProcessAndCompileOnlyFillsTheCache
   CliResult first = RunCliCaptured(args);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(CounterIn(first.out, "UncachedCompile"), 0) << first.out;
-  EXPECT_EQ(CounterIn(first.out, "PersistentCacheHit"), 2) << first.out;
+  // The empty caches, the prompt's chunk and the decode step.
+  EXPECT_EQ(CounterIn(first.out, "PersistentCacheHit"), 3) << first.out;
   // --compile-only for another --max-tokens (another cache length): compiles, generates nothing.
   CliResult only = RunCliCaptured("generate --model " + kModel + " --prompt-tokens 6403,1980,253,655 "
                                   "--max-tokens 300 --devices 8 --compile-only --compile-cache " +
@@ -91,7 +105,7 @@ TEST_F(GenerateTest, AFirstRunCompilesInAChildProcessAndCompileOnlyFillsTheCache
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     entries += e.path().extension() == ".entry";
   }
-  EXPECT_EQ(entries, 4u);  // a prefill and a decode program per cache length
+  EXPECT_EQ(entries, 6u);  // empty caches, a chunk and a decode program per cache length
   // Later runs find everything: the same tokens, nothing compiled anywhere.
   CliResult again = RunCliCaptured(args);
   ASSERT_EQ(again.exit_code, 0) << again.err;
@@ -109,8 +123,13 @@ TEST_F(GenerateTest, BadFlagsAndFilesAreOneLine) {
   const std::string m = "generate --model " + kModel;
   unsetenv("SHARDRT_MODEL");  // the CLI's fallback for --model
   ExpectCleanError("generate --prompt hi", "no model: pass --model FILE.gguf or set SHARDRT_MODEL");
-  ExpectCleanError(m, "pass exactly one of --prompt TEXT and --prompt-tokens IDS");
+  ExpectCleanError(m, 
+                   "pass exactly one of --prompt TEXT, --prompt-file FILE|- and --prompt-tokens IDS");
   ExpectCleanError(m + " --prompt a --prompt-tokens 1", "pass exactly one of --prompt");
+  ExpectCleanError(m + " --prompt a --prompt-file -", "pass exactly one of --prompt");
+  ExpectCleanError(m + " --prompt-file /nonexistent/prompt.txt",
+                   "/nonexistent/prompt.txt: cannot open");
+  ExpectCleanError(m + " --prompt-file - < /dev/null", "the prompt has no tokens");
   ExpectCleanError(m + " --prompt-tokens 1,x", "flag --prompt-tokens: entry 1 is not a token id");
   ExpectCleanError(m + " --prompt-tokens 1,49152",
                    "flag --prompt-tokens: prompt token 1 is 49152, outside the vocabulary [0, 49152)");

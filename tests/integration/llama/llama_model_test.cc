@@ -1,9 +1,13 @@
 // LlamaModel on the real model (SmolLM2-135M-Instruct) and the real plugin with 8 devices: the
-// weights land in the programs' layouts, sampling is seeded and bounded by top-p, and bad
-// requests are refused before anything runs. (Token and logit agreement with an independent
+// weights land in the programs' layouts, a prompt in several chunks gives what one chunk gives,
+// a sequence decoded in a batch (beside others and idle rows) gives its solo bits, sampling is
+// seeded and bounded by top-p, and bad requests are refused before anything runs. (Token and logit agreement with an independent
 // NumPy implementation, 8 devices against 1: tests/model/test_generate.py.)
 #include "llama/llama_model.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -51,17 +55,113 @@ TEST_F(LlamaModelTest, WeightsAreInTheProgramsLayouts) {
   ASSERT_TRUE(model_->Prepare(int64_t(kPrompt.size()), 12).ok());
   auto weights = LoadWeights(*file_, model_->config(), 8, runtime_->client());
   ASSERT_TRUE(weights.ok()) << weights.status();
-  ProgramShape shape{.partitions = 8, .cache_len = 128, .tokens = 64};
-  auto prefill = EmitPrefill(model_->config(), shape);
-  ASSERT_TRUE(prefill.ok());
-  CompileRequest request{.name = "prefill", .program = prefill->mlir};
+  ProgramShape shape{.partitions = 8, .cache_len = 128, .rows = 1, .tokens = 64, .block = 8};
+  auto chunk = EmitPrefillChunk(model_->config(), shape);
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  CompileRequest request{.name = "chunk", .program = chunk->mlir};
   request.options.num_partitions = 8;
   auto computation = runtime_->client().Compile(request);  // the in-memory cache's copy
   ASSERT_TRUE(computation.ok()) << computation.status();
   for (size_t i = 0; i < weights->size(); ++i) {
-    EXPECT_TRUE((*weights)[i]->layout().SameAs(*(*computation)->parameter_layout(i + 2)))
+    EXPECT_TRUE((*weights)[i]->layout().SameAs(*(*computation)->parameter_layout(i + ChunkParameter::kFirstWeight)))
         << "weight " << i;
   }
+}
+
+// A 44-token prompt: kPrompt and then ids of ordinary words.
+std::vector<int32_t> LongPrompt() {
+  std::vector<int32_t> prompt = kPrompt;
+  for (int32_t i = 0; i < 40; ++i) prompt.push_back(300 + 37 * i);
+  return prompt;
+}
+
+// Chunks of 16 (16 + 16 + 12 tokens, each attending to the cache the earlier ones wrote) give
+// the tokens and, to rounding, the logits of one chunk of 64.
+TEST_F(LlamaModelTest, APromptInSeveralChunksGivesWhatOneChunkGives) {
+  auto chunked = LlamaModel::Load(*file_, runtime_->client(), runtime_->executor(),
+                                  {.partitions = 8, .cache_len = 128, .granule = 8, .chunk = 16,
+                                   .block = 8});
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  EXPECT_EQ((*chunked)->ChunkTokens(0, 44), 16);
+  EXPECT_EQ((*chunked)->ChunkTokens(32, 12), 12);
+  const GenerateOptions options{.max_tokens = 6, .keep_logits = true};
+  auto one = model_->Generate(LongPrompt(), options);
+  auto several = (*chunked)->Generate(LongPrompt(), options);
+  ASSERT_TRUE(one.ok() && several.ok()) << one.status() << several.status();
+  EXPECT_EQ(several->tokens, one->tokens);
+  ASSERT_EQ(several->logits.size(), one->logits.size());
+  for (size_t t = 0; t < one->logits.size(); ++t) {
+    float scale = 0, diff = 0;
+    for (size_t i = 0; i < one->logits[t].size(); ++i) {
+      scale = std::max(scale, std::abs(one->logits[t][i]));
+      diff = std::max(diff, std::abs(one->logits[t][i] - several->logits[t][i]));
+    }
+    EXPECT_LT(diff, 1e-3f * scale) << "token " << t;
+  }
+}
+
+// The logits of `data` (f32[B, vocab]) on the host.
+std::vector<float> HostLogits(ComputationClient& client, const DataPtr& data) {
+  auto host = client.TransferFromDevice({&data, 1});
+  EXPECT_TRUE(host.ok()) << host.status();
+  if (!host.ok()) return {};
+  std::vector<float> values((*host)[0].data.size() / sizeof(float));
+  std::memcpy(values.data(), (*host)[0].data.data(), values.size() * sizeof(float));
+  return values;
+}
+
+// A sequence's decode step has the same bits alone (B = 1), beside another sequence (B = 2)
+// and beside idle rows (B = 8, rows 2 to 7 at position -1: the products' other path, taken
+// from 8 rows on, is off in decode steps).
+TEST_F(LlamaModelTest, ASequenceDecodedInABatchGivesItsSoloBits) {
+  ComputationClient& client = runtime_->client();
+  const std::vector<int32_t> a = LongPrompt(), b = kPrompt;
+  const int64_t vocab = model_->config().vocab;
+  // Prefills `prompt` into `row` of `caches`: its first token.
+  auto prefill = [&](KvCaches& caches, int64_t row, const std::vector<int32_t>& prompt) {
+    int64_t run = 0;
+    auto out = model_->ScheduleChunk(std::move(caches), row, prompt, 0, &run);
+    EXPECT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(run, int64_t(prompt.size()));
+    caches = std::move(out->caches);
+    const std::vector<float> logits = HostLogits(client, out->logits);
+    return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  };
+  std::vector<std::vector<float>> rows_of_a;
+  for (const int64_t batch : {1, 2, 8}) {
+    SCOPED_TRACE(batch);
+    auto caches = model_->NewCaches(8);
+    ASSERT_TRUE(caches.ok()) << caches.status();
+    const int32_t first_a = prefill(*caches, 0, a);
+    std::vector<int32_t> tokens = {first_a}, positions = {int32_t(a.size())};
+    if (batch >= 2) {
+      tokens.push_back(prefill(*caches, 1, b));
+      positions.push_back(int32_t(b.size()));
+    }
+    while (int64_t(tokens.size()) < batch) {
+      tokens.push_back(0);
+      positions.push_back(-1);
+    }
+    auto step = model_->ScheduleDecode(std::move(*caches), tokens, positions);
+    ASSERT_TRUE(step.ok()) << step.status();
+    const std::vector<float> logits = HostLogits(client, step->logits);
+    ASSERT_EQ(int64_t(logits.size()), batch * vocab);
+    rows_of_a.emplace_back(logits.begin(), logits.begin() + vocab);
+    ASSERT_TRUE(std::all_of(logits.begin(), logits.begin() + vocab,
+                            [](float x) { return std::isfinite(x); }));
+  }
+  EXPECT_TRUE(rows_of_a[1] == rows_of_a[0]) << "beside another sequence";
+  EXPECT_TRUE(rows_of_a[2] == rows_of_a[0]) << "beside idle rows";
+  // Steps out of range are refused before anything runs.
+  auto caches = model_->NewCaches(2);
+  ASSERT_TRUE(caches.ok());
+  const std::vector<int32_t> three = {1, 2, 3}, far = {1000, 0, -1};
+  EXPECT_FALSE(model_->ScheduleDecode(*caches, three, far).ok());  // B = 3 > 2 rows
+  const std::vector<int32_t> one = {1}, beyond = {128};
+  EXPECT_FALSE(model_->ScheduleDecode(*caches, one, beyond).ok());
+  int64_t run = 0;
+  EXPECT_FALSE(model_->ScheduleChunk(*caches, 2, kPrompt, 0, &run).ok());
+  EXPECT_FALSE(model_->ScheduleChunk(*caches, 0, kPrompt, 3, &run).ok());
 }
 
 TEST_F(LlamaModelTest, SamplingIsSeededAndTopPOfAlmostZeroIsGreedy) {

@@ -107,7 +107,8 @@ TEST_P(QuantFfiTest, AStackedQ4_1MatrixSplitByRowsMatchesTheDequantizedProduct) 
       p == 1 ? std::nullopt : std::optional<Sharding>(Sharding::Manual());
   Value y = b.CustomCall(kQuantMatmulTarget, {enter(0, xs), enter(1, ws), enter(2, ls)},
                          F32({kX, kRows / p}),
-                         {{"type", int32_t(GgufType::kQ4_1)}, {"partitions", int32_t(p)}}, manual);
+                         {{"type", int32_t(GgufType::kQ4_1)}, {"partitions", int32_t(p)}, {"order", 0}},
+                         manual);
   if (p > 1) y = b.ShardToFull(y, *stablehlo::ShardingOf(ys, p), ys.shape());
   for (const int32_t layer : {2, 0}) {
     SCOPED_TRACE(layer);
@@ -170,7 +171,8 @@ TEST_P(QuantFfiTest, ShapesThatDoNotFitTheTypeAreAnErrorNotACrash) {
   Value y = b.CustomCall(kQuantMatmulTarget,
                          {Builder::Parameter(0, xs.shape()), Builder::Parameter(1, ws.shape()),
                           b.I32(0)},
-                         ys.shape(), {{"type", int32_t(GgufType::kQ4_1)}, {"partitions", 1}});
+                         ys.shape(),
+                         {{"type", int32_t(GgufType::kQ4_1)}, {"partitions", 1}, {"order", 0}});
   std::vector<float> x(2 * 64, 1.0f);
   std::vector<uint8_t> w(4 * 41, 0);
   auto out = Run(p, sig, b, {y},

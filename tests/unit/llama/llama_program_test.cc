@@ -56,7 +56,8 @@ TEST(LlamaProgramTest, BucketsArePowerOfTwoOrThreeTimesPowerOfTwoMultiplesCapped
 
 TEST(LlamaProgramTest, EightDevicesCommunicateExactlyAsWritten) {
   const LlamaConfig c = SmallConfig(3);
-  auto decode = EmitDecode(c, {.partitions = 8, .cache_len = 256, .block = 128});
+  auto decode = EmitDecode(c, {.partitions = 8, .cache_len = 256, .rows = 4, .block = 128,
+                               .batch = 2});
   ASSERT_TRUE(decode.ok()) << decode.status();
   // One loop over the layers, and in its body the attention loop; the program's size does not
   // grow with the layers.
@@ -67,26 +68,32 @@ TEST(LlamaProgramTest, EightDevicesCommunicateExactlyAsWritten) {
   EXPECT_EQ(Count(decode->mlir, "\"stablehlo.all_gather\""), 3 + 2);
   EXPECT_EQ(Count(decode->mlir, "\"stablehlo.all_reduce\""), 1 + 1);
   EXPECT_EQ(Count(decode->mlir, "mhlo.num_partitions = 8 : i32"), 1);
-  // caches, token, position, then token_embd, the 6 stacked layer weights, output_norm.
+  // caches, tokens, positions, then token_embd, the 6 stacked layer weights, output_norm.
   ASSERT_EQ(decode->parameters.size(), 4u + 1 + 6 + 1);
-  EXPECT_EQ(decode->parameters[0].dims, (std::vector<int64_t>{3, 8, 32, 3, 64}));
+  EXPECT_EQ(decode->parameters[0].dims, (std::vector<int64_t>{3, 8, 4, 32, 3, 64}));
   EXPECT_EQ(decode->parameters[0].split_dim, 1);
+  EXPECT_EQ(decode->parameters[DecodeParameter::kTokens].dims, (std::vector<int64_t>{2}));
   EXPECT_EQ(decode->parameters[6].name, "wqkv");
   EXPECT_EQ(decode->parameters[6].dims, (std::vector<int64_t>{3, 576 + 2 * 192, 576}));
   EXPECT_EQ(decode->parameters[6].split_dim, 1);
   EXPECT_EQ(decode->aliases, (std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {1, 1}}));
   EXPECT_EQ(Count(decode->mlir, "tf.aliasing_output"), 2);
   ASSERT_EQ(decode->outputs.size(), 4u);
-  EXPECT_EQ(decode->outputs[3].dims, (std::vector<int64_t>{49152}));
+  EXPECT_EQ(decode->outputs[ProgramOutput::kNextTokens].dims, (std::vector<int64_t>{2}));
+  EXPECT_EQ(decode->outputs[ProgramOutput::kLogits].dims, (std::vector<int64_t>{2, 49152}));
 
-  auto prefill = EmitPrefill(c, {.partitions = 8, .cache_len = 256, .tokens = 64});
-  ASSERT_TRUE(prefill.ok()) << prefill.status();
-  EXPECT_EQ(prefill->parameters.size(), 2u + 1 + 6 + 1);
-  EXPECT_TRUE(prefill->aliases.empty());
-  EXPECT_EQ(Count(prefill->mlir, "\"stablehlo.all_gather\""), 3 + 2);
-  EXPECT_EQ(Count(prefill->mlir, "\"stablehlo.while\""), 1);
+  auto chunk = EmitPrefillChunk(c, {.partitions = 8, .cache_len = 256, .rows = 4, .tokens = 64,
+                                    .block = 128});
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  EXPECT_EQ(chunk->parameters.size(), 6u + 1 + 6 + 1);
+  EXPECT_EQ(chunk->aliases, (std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {1, 1}}));
+  EXPECT_EQ(Count(chunk->mlir, "\"stablehlo.all_gather\""), 3 + 2);
+  // The layer loop and, inside it, the loop over the cached blocks.
+  EXPECT_EQ(Count(chunk->mlir, "\"stablehlo.while\""), 2);
+  EXPECT_EQ(chunk->outputs[ProgramOutput::kLogits].dims, (std::vector<int64_t>{1, 49152}));
   // The same text for any number of layers but the loop bound and the weights' shapes.
-  auto deeper = EmitDecode(SmallConfig(30), {.partitions = 8, .cache_len = 256, .block = 128});
+  auto deeper = EmitDecode(SmallConfig(30), {.partitions = 8, .cache_len = 256, .rows = 4,
+                                             .block = 128, .batch = 2});
   ASSERT_TRUE(deeper.ok()) << deeper.status();
   EXPECT_NEAR(double(deeper->mlir.size()), double(decode->mlir.size()), 200.0);
 }
@@ -96,8 +103,10 @@ TEST(LlamaProgramTest, EightDevicesCommunicateExactlyAsWritten) {
 TEST(LlamaProgramTest, TheReturnedGlobalShapesAreTheOnesWritten) {
   const LlamaConfig c = SmallConfig(2);
   for (int64_t p : {1, 8}) {
-    for (auto program : {EmitDecode(c, {.partitions = p, .cache_len = 128, .block = 64}),
-                         EmitPrefill(c, {.partitions = p, .cache_len = 128, .tokens = 64})}) {
+    const ProgramShape shape{.partitions = p, .cache_len = 128, .rows = 2, .tokens = 64,
+                             .block = 64, .batch = 2};
+    for (auto program : {EmitDecode(c, shape), EmitPrefillChunk(c, shape),
+                         EmitEmptyCaches(c, shape)}) {
       ASSERT_TRUE(program.ok()) << program.status();
       SCOPED_TRACE(program->name);
       ASSERT_EQ(program->signature.parameters.size(), program->parameters.size());
@@ -134,9 +143,14 @@ TEST(LlamaProgramTest, RefusesSizesThatDoNotSplitOrFit) {
                         "length 256"));
   EXPECT_THAT(Refusal(EmitDecode(c, {.partitions = 8, .cache_len = 256, .block = 96})),
               HasSubstr("attention block 96: expected a divisor of the cache length 256"));
-  EXPECT_FALSE(EmitPrefill(c, {.partitions = 8, .cache_len = 256, .tokens = 60}).ok());
-  EXPECT_THAT(Refusal(EmitPrefill(c, {.partitions = 8, .cache_len = 16384, .tokens = 64})),
+  EXPECT_FALSE(
+      EmitPrefillChunk(c, {.partitions = 8, .cache_len = 256, .tokens = 60, .block = 64}).ok());
+  EXPECT_THAT(Refusal(EmitPrefillChunk(
+                  c, {.partitions = 8, .cache_len = 16384, .tokens = 64, .block = 64})),
               HasSubstr("within the model's context of 8192"));
+  EXPECT_THAT(Refusal(EmitDecode(c, {.partitions = 8, .cache_len = 256, .rows = 2, .block = 64,
+                                     .batch = 4})),
+              HasSubstr("batch of 4 over 2 cache rows: expected 1 <= batch <= rows"));
 }
 
 }  // namespace
