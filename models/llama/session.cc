@@ -11,7 +11,8 @@
 #include "llama/llama_config.h"
 #include "llama/llama_model.h"
 #include "llama/quant_ffi.h"
-#include "llama/stop_text.h"
+#include "llama/session_state.h"
+#include "llama/token_stream.h"
 #include "llama/tokenizer.h"
 #include "llama/utf8.h"
 #include "shardrt/base/mutex.h"
@@ -44,23 +45,6 @@ double GenerateStats::decode_tokens_per_second() const {
              ? double(generated_tokens - 1) / decode_seconds
              : 0.0;
 }
-
-struct Session::State {
-  Runtime* runtime = nullptr;
-  ModelInfo info;
-  llama::LlamaConfig config;
-  std::unique_ptr<llama::Tokenizer> tokenizer;
-  absl::StatusOr<llama::ChatFormat> chat_format = absl::UnknownError("unset");
-  std::vector<int32_t> model_stop_tokens;  // end of text / end of turn
-  int64_t devices = 0;
-  // Generate, Load and the other steps run one at a time, under this.
-  Mutex mu;
-  std::unique_ptr<llama::GgufFile> file ABSL_GUARDED_BY(mu);  // until the weights are loaded
-  std::unique_ptr<llama::LlamaModel> model ABSL_GUARDED_BY(mu);
-  std::atomic<bool> loaded{false};
-  llama::ModelOptions model_options ABSL_GUARDED_BY(mu);  // before the context's rounding
-  std::atomic<int64_t> context_length{0};  // the model's, after rounding
-};
 
 Session::Session(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Session::~Session() = default;
@@ -280,51 +264,21 @@ absl::StatusOr<GenerateResult> Session::Generate(const GenerateRequest& request,
                                state_->model_stop_tokens.end());
   }
 
-  llama::StreamDecoder decoder(*state_->tokenizer);
-  llama::StopText text(request.stop.strings);
-  std::optional<FinishReason> reason;
+  llama::TokenStream stream(*state_->tokenizer, request, options.stop_tokens, on_token);
   absl::Status stream_status;
-  int64_t index = 0;
   auto on_model_token = [&](int32_t token) -> bool {
-    if (request.cancel != nullptr && request.cancel->cancelled()) {
-      reason = FinishReason::kCancelled;
-      return false;
-    }
-    const bool stop_token = std::find(options.stop_tokens.begin(), options.stop_tokens.end(),
-                                      token) != options.stop_tokens.end();
-    const bool last = stop_token || index + 1 >= request.max_tokens;
-    if (!stop_token) {  // a stop token adds no text
-      absl::StatusOr<std::string> piece = decoder.Push(token);
-      if (!piece.ok()) {
-        stream_status = piece.status();
-        return false;
-      }
-      text.Append(*piece);
-    }
-    if (last) text.Append(llama::utf8::ReplaceInvalidUtf8(decoder.Finish()));
-    const bool stop_string = text.stopped();
-    const std::string piece = text.Release(last);
-    if (stop_token) reason = FinishReason::kStopToken;
-    if (stop_string) reason = FinishReason::kStopString;
-    const TokenEvent event{.token = token, .index = index++, .text = piece};
-    if (on_token && on_token(event) == StreamControl::kStop && !reason.has_value()) {
-      reason = FinishReason::kCallback;
-    }
-    return !reason.has_value();
+    absl::StatusOr<bool> more = stream.Push(token);
+    if (!more.ok()) stream_status = more.status();
+    return more.ok() && *more;
   };
   SHARDRT_ASSIGN_OR_RETURN(llama::GenerateResult generated,
                            state_->model->Generate(prompt, options, on_model_token));
   SHARDRT_RETURN_IF_ERROR(stream_status);
-  GenerateResult result;
-  result.prompt_tokens = std::move(prompt);
-  result.tokens = std::move(generated.tokens);
-  result.text = llama::utf8::ReplaceInvalidUtf8(text.text());
-  result.finish_reason = reason.value_or(FinishReason::kMaxTokens);
+  GenerateResult result =
+      stream.Result(std::move(prompt), GenerateStats{.prompt_tokens = generated.prompt_tokens,
+                                                     .prefill_seconds = generated.prefill_seconds,
+                                                     .decode_seconds = generated.decode_seconds});
   result.logits = std::move(generated.logits);
-  result.stats = GenerateStats{.prompt_tokens = generated.prompt_tokens,
-                               .generated_tokens = int64_t(result.tokens.size()),
-                               .prefill_seconds = generated.prefill_seconds,
-                               .decode_seconds = generated.decode_seconds};
   return result;
 }
 

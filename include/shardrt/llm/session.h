@@ -226,6 +226,7 @@ class SHARDRT_EXPORT Session {
                                                         const TokenCallback& on_token = nullptr);
 
  private:
+  friend class Scheduler;
   struct State;
   explicit Session(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;

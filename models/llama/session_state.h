@@ -1,0 +1,38 @@
+// Session::State: what a Session holds, for the classes of this library that work on a session
+// (the Scheduler). Not a public header.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "llama/chat.h"
+#include "llama/gguf.h"
+#include "llama/llama_config.h"
+#include "llama/llama_model.h"
+#include "llama/tokenizer.h"
+#include "shardrt/base/mutex.h"
+#include "shardrt/llm/session.h"
+
+namespace shardrt::llm {
+
+struct Session::State {
+  Runtime* runtime = nullptr;
+  ModelInfo info;
+  llama::LlamaConfig config;
+  std::unique_ptr<llama::Tokenizer> tokenizer;
+  absl::StatusOr<llama::ChatFormat> chat_format = absl::UnknownError("unset");
+  std::vector<int32_t> model_stop_tokens;  // end of text / end of turn
+  int64_t devices = 0;
+  // Generate, Load and the other steps run one at a time, under this.
+  Mutex mu;
+  std::unique_ptr<llama::GgufFile> file ABSL_GUARDED_BY(mu);  // until the weights are loaded
+  std::unique_ptr<llama::LlamaModel> model ABSL_GUARDED_BY(mu);
+  std::atomic<bool> loaded{false};
+  llama::ModelOptions model_options ABSL_GUARDED_BY(mu);  // before the context's rounding
+  std::atomic<int64_t> context_length{0};  // the model's, after rounding
+};
+
+}  // namespace shardrt::llm
