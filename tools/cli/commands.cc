@@ -5,7 +5,8 @@ namespace {
 
 // In the order help lists them. The entries are constant-initialized (no start-up order).
 constexpr const CommandDef* kCommands[] = {
-    &kDevicesCommand, &kShardInfoCommand, &kRunCommand, &kGenerateCommand, &kCacheCommand,
+    &kDevicesCommand, &kShardInfoCommand, &kRunCommand, &kGenerateCommand, &kServeCommand,
+    &kCacheCommand,
 };
 
 }  // namespace

@@ -61,6 +61,7 @@ extern const CommandDef kShardInfoCommand;
 extern const CommandDef kRunCommand;
 extern const CommandDef kGenerateCommand;
 extern const CommandDef kCacheCommand;
+extern const CommandDef kServeCommand;
 
 // The commands' bodies; each parses `args` with its CommandDef's flags (InvalidArgument for bad
 // flags) and returns its own errors as its file describes them.
@@ -69,5 +70,6 @@ extern const CommandDef kCacheCommand;
 [[nodiscard]] absl::Status RunCommand(const std::vector<std::string>& args);
 [[nodiscard]] absl::Status GenerateCommand(const std::vector<std::string>& args);
 [[nodiscard]] absl::Status CacheCommand(const std::vector<std::string>& args);
+[[nodiscard]] absl::Status ServeCommand(const std::vector<std::string>& args);
 
 }  // namespace shardrt::cli

@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/file_io.h"
 #include "cli/flags.h"
+#include "cli/model_flags.h"
 #include "cli/npy.h"
 #include "cli/runtime_setup.h"
 #include "shardrt/base/limits.h"
@@ -35,9 +36,7 @@ namespace shardrt::cli {
 namespace {
 
 constexpr FlagDef kFlags[] = {
-    {.name = "model", .value_name = "FILE.gguf",
-     .description = "the Llama-architecture GGUF model",
-     .default_text = "$SHARDRT_MODEL"},
+    kModelFlag,
     {.name = "prompt", .value_name = "TEXT",
      .description = "the prompt text; this, --prompt-file or --prompt-tokens is required"},
     {.name = "prompt-file", .value_name = "FILE|-",
@@ -75,34 +74,13 @@ constexpr FlagDef kFlags[] = {
      .description = "positions per step of the decode attention loop (a multiple of the devices)",
      .default_text = "256, or devices x 32 when the devices do not divide 256", .int_min = 1,
      .int_max = 8192},
-    {.name = "weights", .value_name = "native|f32",
-     .description = "the weight matrices as their GGUF blocks (quantized kernels) or "
-                    "dequantized to f32 at load",
-     .default_text = "native"},
+    kWeightsFlag,
     {.name = "compile-only", .type = FlagType::kBoolean,
      .description = "compile the programs into the compile cache and exit without loading "
                     "the weights",
      .default_text = "off"},
 };
 
-
-// The model file: --model, else $SHARDRT_MODEL. Error: neither is set.
-absl::StatusOr<std::string> ModelPath(const Flags& flags) {
-  if (std::optional<std::string> path = flags.Get("model")) return *path;
-  if (const char* env = std::getenv("SHARDRT_MODEL"); env != nullptr && *env != '\0') return env;
-  return absl::InvalidArgumentError(
-      "no model: pass --model FILE.gguf or set SHARDRT_MODEL (scripts/bootstrap.sh fetches "
-      "SmolLM2-135M-Instruct to .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf)");
-}
-
-// --weights: native (the default) or f32. Error: InvalidArgument naming the value.
-absl::StatusOr<llm::WeightFormat> WeightsFlag(const Flags& flags) {
-  const std::string value = flags.Get("weights").value_or("native");
-  if (value == "native") return llm::WeightFormat::kNative;
-  if (value == "f32") return llm::WeightFormat::kF32;
-  return absl::InvalidArgumentError(
-      absl::StrCat("flag --weights: expected native or f32, got '", value.substr(0, 32), "'"));
-}
 
 // "1,2,3" as token ids. Error: InvalidArgument naming the entry.
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
