@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
@@ -95,6 +96,9 @@ struct Server::Impl {
 
   std::atomic<bool> ready{false};
   std::atomic<bool> draining{false};
+  // Shutdown's deadline passed: answers still waiting give up (the scheduler then cancels
+  // their requests).
+  std::atomic<bool> abandon{false};
   std::atomic<int64_t> in_flight{0};  // completion requests being answered
   std::unique_ptr<llm::Session> session;
   std::unique_ptr<llm::Scheduler> scheduler;
@@ -184,14 +188,17 @@ absl::Status Server::Shutdown(absl::Duration timeout) {
   s.draining.store(true);
   absl::Status status;
   if (s.scheduler != nullptr) status = s.scheduler->Drain(timeout);
-  // The answers of the finished requests are written by their HTTP threads.
+  // The answers of the finished requests are written by their HTTP threads; past the deadline
+  // the ones still waiting give up.
+  if (!status.ok()) s.abandon.store(true);
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (s.in_flight.load() > 0 && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  s.scheduler.reset();  // cancels what is left
+  s.abandon.store(true);
   s.http.stop();
   if (s.listener.joinable()) s.listener.join();
+  s.scheduler.reset();  // no HTTP thread is left to use it; cancels what is left
   return status;
 }
 
@@ -258,6 +265,13 @@ void Server::Impl::Routes() {
 
 void Server::Impl::Completion(const httplib::Request& req, httplib::Response& res,
                               Endpoint endpoint) {
+  // Counted from the start, so that Shutdown, which sets `draining` before it waits for this
+  // count to fall to 0, never leaves a request on its way to the scheduler.
+  in_flight.fetch_add(1);
+  bool streaming = false;  // then the stream's releaser ends the count
+  auto uncount = absl::MakeCleanup([&] {
+    if (!streaming) in_flight.fetch_sub(1);
+  });
   if (draining) {
     return SendError(res, ErrorOf(503, "the server is shutting down", "server_error", "draining"));
   }
@@ -323,12 +337,8 @@ void Server::Impl::Completion(const httplib::Request& req, httplib::Response& re
     }
     channel->cv.NotifyAll();
   };
-  in_flight.fetch_add(1);
   absl::Status submitted = scheduler->Submit(std::move(request), on_token, on_done);
-  if (!submitted.ok()) {
-    in_flight.fetch_sub(1);
-    return SendError(res, ErrorOfStatus(submitted));
-  }
+  if (!submitted.ok()) return SendError(res, ErrorOfStatus(submitted));
 
   const bool chat = endpoint == Endpoint::kChatCompletions;
   const std::string id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", std::random_device{}(),
@@ -341,11 +351,16 @@ void Server::Impl::Completion(const httplib::Request& req, httplib::Response& re
     absl::StatusOr<llm::GenerateResult> result = absl::UnknownError("running");
     {
       MutexLock lock(channel->mu);
-      while (!channel->done) channel->cv.Wait(lock);
-      result = channel->result;
+      while (!channel->done && !abandon) channel->cv.WaitFor(lock, std::chrono::milliseconds(100));
+      if (channel->done) result = channel->result;
     }
-    in_flight.fetch_sub(1);
-    if (!result.ok()) return SendError(res, ErrorOfStatus(result.status()));
+    if (!result.ok()) {
+      channel->cancel.Cancel();
+      return SendError(res, abandon && result.status().code() == absl::StatusCode::kUnknown
+                                ? ErrorOf(503, "the server is shutting down", "server_error",
+                                          "draining")
+                                : ErrorOfStatus(result.status()));
+    }
     Json choice = {{"index", 0}, {"finish_reason", FinishReasonText(result->finish_reason)}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", result->text}};
@@ -380,10 +395,15 @@ void Server::Impl::Completion(const httplib::Request& req, httplib::Response& re
                         "\n\n");
   };
   auto started = std::make_shared<bool>(false);
+  streaming = true;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
       [=, this](size_t, httplib::DataSink& sink) -> bool {
+        if (abandon) {
+          channel->cancel.Cancel();
+          return false;
+        }
         if (!*started) {
           *started = true;
           const std::string first = chat ? chunk(Json{{"role", "assistant"}, {"content", ""}},
