@@ -147,6 +147,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(Runtime& runtime, ServerOp
   }
   auto impl = std::make_unique<Impl>(runtime, std::move(options));
   Impl* s = impl.get();
+  // The file's metadata, tokenizer and sizes are read now (quick), so that a file that is not
+  // a model is refused before the server answers anyone; LoadModel does the slow part.
+  llm::SessionOptions session_options{.model_path = s->options.model_path,
+                                      .devices = s->options.devices,
+                                      .context_length = s->options.context_length,
+                                      .weights = s->options.weights};
+  SHARDRT_ASSIGN_OR_RETURN(s->session, llm::Session::Open(runtime, session_options));
   // A streaming answer holds its thread: enough for every running and queued request and the
   // clients' idle keep-alive connections.
   const size_t threads = size_t(std::max<int64_t>(
@@ -169,11 +176,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(Runtime& runtime, ServerOp
 
 absl::Status Server::LoadModel() {
   Impl& s = *impl_;
-  llm::SessionOptions session_options{.model_path = s.options.model_path,
-                                      .devices = s.options.devices,
-                                      .context_length = s.options.context_length,
-                                      .weights = s.options.weights};
-  SHARDRT_ASSIGN_OR_RETURN(s.session, llm::Session::Open(s.runtime, session_options));
   SHARDRT_ASSIGN_OR_RETURN(
       s.scheduler,
       llm::Scheduler::Start(*s.session, {.max_batch = s.options.max_batch,

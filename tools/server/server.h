@@ -42,8 +42,10 @@ struct ServerOptions {
 
 class Server {
  public:
-  // Binds host:port and starts answering on its own threads. Errors: InvalidArgument for
-  // options out of range; Unavailable when the address cannot be bound (naming it).
+  // Opens the model file (its metadata, tokenizer and sizes: Session::Open), binds host:port
+  // and starts answering on its own threads. Errors: InvalidArgument for options out of range;
+  // Session::Open's (a file that is missing or not a supported model); Unavailable when the
+  // address cannot be bound (naming it).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Server>> Start(Runtime& runtime,
                                                                      ServerOptions options);
   // Shutdown(0 s) if it has not run.
@@ -54,8 +56,8 @@ class Server {
   int port() const;
   const std::string& model_id() const;
 
-  // Opens the model, loads its weights and programs and starts the scheduler; /health turns
-  // 200. Errors: the session's and the scheduler's (the server keeps answering 503).
+  // Loads the model's weights and programs and starts the scheduler; /health turns 200.
+  // Errors: Scheduler::Start's (the server keeps answering 503).
   [[nodiscard]] absl::Status LoadModel();
 
   // Stops accepting requests (503), waits up to `timeout` for the accepted ones to finish and

@@ -45,7 +45,7 @@ std::string ValidValue(const FlagDef& def) {
 }
 
 TEST(CommandTableTest, CommandsAreFoundByName) {
-  ASSERT_EQ(Commands().size(), 5u);
+  ASSERT_EQ(Commands().size(), 6u);
   std::set<absl::string_view> names;
   for (const CommandDef* command : Commands()) {
     EXPECT_EQ(FindCommand(command->name), command);
@@ -56,7 +56,7 @@ TEST(CommandTableTest, CommandsAreFoundByName) {
     EXPECT_EQ(command->summary.back(), '.') << command->name;
   }
   EXPECT_THAT(names, ::testing::UnorderedElementsAre("devices", "shard-info", "run", "generate",
-                                                     "cache"));
+                                                     "serve", "cache"));
   EXPECT_EQ(FindCommand("bogus"), nullptr);
   EXPECT_EQ(FindCommand("demo"), nullptr);  // bench/decoder_demo, a program of its own
   EXPECT_EQ(FindCommand(""), nullptr);
