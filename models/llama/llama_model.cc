@@ -22,20 +22,6 @@ double Seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-absl::StatusOr<int32_t> ReadToken(ComputationClient& client, const DataPtr& token) {
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, client.TransferFromDevice({&token, 1}));
-  int32_t id = 0;
-  std::memcpy(&id, host[0].data.data(), sizeof(id));
-  return id;
-}
-
-absl::StatusOr<std::vector<float>> ReadLogits(ComputationClient& client, const DataPtr& logits) {
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, client.TransferFromDevice({&logits, 1}));
-  std::vector<float> values(host[0].data.size() / sizeof(float));
-  std::memcpy(values.data(), host[0].data.data(), values.size() * sizeof(float));
-  return values;
-}
-
 }  // namespace
 
 absl::Status CheckPrompt(std::span<const int32_t> prompt, int64_t vocab) {
@@ -420,12 +406,14 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
     int32_t token;
     std::vector<float> logits;
     if (need_logits) {
-      SHARDRT_ASSIGN_OR_RETURN(logits, ReadLogits(client_, logits_data));
+      SHARDRT_ASSIGN_OR_RETURN(logits, HostValues<float>(client_, logits_data));
     }
     if (sampling) {
       token = sampler->Sample(logits);
     } else {
-      SHARDRT_ASSIGN_OR_RETURN(token, ReadToken(client_, token_data));
+      SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, HostValues<int32_t>(client_, token_data));
+      if (ids.empty()) return absl::InternalError("generate: a step returned no token");
+      token = ids[0];
     }
     last_token = Clock::now();
     if (result.tokens.empty()) first_token = last_token;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -97,6 +98,17 @@ struct StepOutputs {
   DataPtr next_tokens;
   DataPtr logits;
 };
+
+// `data`'s values on the host as T (s32 tokens, f32 logits); waits for the step that writes
+// it. Errors: the transfer's (and so the step's).
+template <typename T>
+absl::StatusOr<std::vector<T>> HostValues(ComputationClient& client, const DataPtr& data) {
+  absl::StatusOr<std::vector<HostArray>> host = client.TransferFromDevice({&data, 1});
+  if (!host.ok()) return host.status();
+  std::vector<T> values((*host)[0].data.size() / sizeof(T));
+  std::memcpy(values.data(), (*host)[0].data.data(), values.size() * sizeof(T));
+  return values;
+}
 
 // Checks a prompt's token ids: at least one, each in [0, vocab). Error: InvalidArgument naming
 // the first bad token. Thread-safe (pure).

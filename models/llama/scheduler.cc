@@ -44,15 +44,6 @@ struct Job {
   bool decoding() const { return prefilled == int64_t(prompt.size()); }
 };
 
-// `data`'s values on the host as T (s32 tokens, f32 logits).
-template <typename T>
-absl::StatusOr<std::vector<T>> Download(ComputationClient& client, const DataPtr& data) {
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, client.TransferFromDevice({&data, 1}));
-  std::vector<T> values(host[0].data.size() / sizeof(T));
-  std::memcpy(values.data(), host[0].data.data(), values.size() * sizeof(T));
-  return values;
-}
-
 }  // namespace
 
 struct Scheduler::Impl {
@@ -294,11 +285,11 @@ absl::Status Scheduler::Impl::Prefill(Job& job) {
   int32_t token = 0;
   if (job.sampler.has_value()) {
     SHARDRT_ASSIGN_OR_RETURN(std::vector<float> logits,
-                             Download<float>(state.runtime->client(), out.logits));
+                             llama::HostValues<float>(state.runtime->client(), out.logits));
     token = job.sampler->Sample(logits);
   } else {
     SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> next,
-                             Download<int32_t>(state.runtime->client(), out.next_tokens));
+                             llama::HostValues<int32_t>(state.runtime->client(), out.next_tokens));
     token = next[0];
   }
   job.position = int64_t(job.prompt.size());
@@ -330,10 +321,10 @@ absl::Status Scheduler::Impl::Decode() {
                            model.ScheduleDecode(std::move(in), tokens, positions));
   caches = std::move(out.caches);
   ComputationClient& client = state.runtime->client();
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> next, Download<int32_t>(client, out.next_tokens));
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> next, llama::HostValues<int32_t>(client, out.next_tokens));
   std::vector<float> logits;
   if (sampling) {
-    SHARDRT_ASSIGN_OR_RETURN(logits, Download<float>(client, out.logits));
+    SHARDRT_ASSIGN_OR_RETURN(logits, llama::HostValues<float>(client, out.logits));
   }
   {
     MutexLock lock(mu);

@@ -102,12 +102,9 @@ TEST_F(LlamaModelTest, APromptInSeveralChunksGivesWhatOneChunkGives) {
 
 // The logits of `data` (f32[B, vocab]) on the host.
 std::vector<float> HostLogits(ComputationClient& client, const DataPtr& data) {
-  auto host = client.TransferFromDevice({&data, 1});
-  EXPECT_TRUE(host.ok()) << host.status();
-  if (!host.ok()) return {};
-  std::vector<float> values((*host)[0].data.size() / sizeof(float));
-  std::memcpy(values.data(), (*host)[0].data.data(), values.size() * sizeof(float));
-  return values;
+  auto values = HostValues<float>(client, data);
+  EXPECT_TRUE(values.ok()) << values.status();
+  return values.ok() ? *std::move(values) : std::vector<float>{};
 }
 
 // A sequence's decode step has the same bits alone (B = 1), beside another sequence (B = 2)
