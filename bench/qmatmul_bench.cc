@@ -4,7 +4,7 @@
 // order flips every round), so that each round gives one paired ratio.
 //
 //   qmatmul_bench [--types Q4_1,Q8_0,...] [--threads 1,2] [--x-rows 1] [--rounds 15]
-//                 [--isa best|generic|avx2|avx512] [--rows 4096] [--cols 4096]
+//                 [--isa best|generic|avx2|avx512] [--rows 4096] [--cols 4096] [--per-row]
 //                 [--pass-mb 256] [--json]
 //
 // The matrices are 4096 x 4096 and repeated until one pass reads at least 256 MB (8x the L3 of
@@ -39,6 +39,7 @@ struct Options {
   int64_t x_rows = 1;
   int rounds = 15;
   std::string isa = "best";
+  bool per_row = false;  // MatmulOrder::kPerRow (what decode steps use)
   bool json = false;
   int64_t rows = 4096, cols = 4096;
   int64_t pass_mb = 256;
@@ -109,13 +110,15 @@ int main(int argc, char** argv) {
       ++i;
     } else if (a == "--isa") {
       o.isa = v, ++i;
+    } else if (a == "--per-row") {
+      o.per_row = true;
     } else if (a == "--json") {
       o.json = true;
     } else {
       std::fprintf(stderr,
                    "usage: qmatmul_bench [--types T,...] [--threads 1,2] [--x-rows N] "
                    "[--rounds N] [--isa best|generic|avx2|avx512] [--rows N] [--cols K] "
-                   "[--pass-mb M] [--json]\n");
+                   "[--pass-mb M] [--per-row] [--json]\n");
       return 2;
     }
   }
@@ -166,7 +169,8 @@ int main(int argc, char** argv) {
           for (int64_t c = 0; c < copies; ++c) {
             const QuantMatrix w{type, src.data() + c * bytes, kN, kK, row_bytes};
             QuantMatmulRows(isa, w, x.data(), o.x_rows, y.data() + c * o.x_rows * kN, kN,
-                            begin, end, scratch.data());
+                            begin, end, scratch.data(),
+                            o.per_row ? MatmulOrder::kPerRow : MatmulOrder::kFastest);
           }
         }
       };

@@ -135,6 +135,8 @@ class LlamaModel {
   const LlamaConfig& config() const { return config_; }
   int64_t partitions() const { return options_.partitions; }
   int64_t cache_len() const { return options_.cache_len; }
+  // Chunks start at multiples of this (ScheduleChunk).
+  int64_t granule() const { return options_.granule; }
 
   // Checks that a prompt of `prompt_len` tokens and `max_tokens` generated tokens fit a cache
   // row (max_tokens >= 1). Error: InvalidArgument naming the numbers.

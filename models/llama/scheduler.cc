@@ -79,7 +79,8 @@ struct Scheduler::Impl {
   // One iteration: a prompt chunk (if a prompt is waiting) and a decode step (if a sequence
   // is decoding).
   void Iterate();
-  absl::Status Prefill(Job& job);
+  // The next chunk of the job's prompt, of at most `most` tokens (and the model's largest).
+  absl::Status Prefill(Job& job, int64_t most);
   absl::Status Decode();
   // Hands `token` to the job's stream; ends the job when it says so.
   void Deliver(Job& job, int32_t token);
@@ -97,6 +98,11 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(Session& session,
   if (options.max_batch < 1 || options.max_batch > 256) {
     return absl::InvalidArgumentError(
         absl::StrCat("scheduler: max_batch ", options.max_batch, ": expected 1 to 256"));
+  }
+  if (options.chunk_while_decoding < 16 || options.chunk_while_decoding > 256) {
+    return absl::InvalidArgumentError(absl::StrCat("scheduler: chunk_while_decoding ",
+                                                   options.chunk_while_decoding,
+                                                   ": expected 16 to 256"));
   }
   if (options.max_queue < 0 || options.max_queue > (int64_t{1} << 20)) {
     return absl::InvalidArgumentError(
@@ -253,14 +259,22 @@ void Scheduler::Impl::Iterate() {
       waiting = job.get();
     }
   }
-  absl::Status status = waiting != nullptr ? Prefill(*waiting) : absl::OkStatus();
+  const bool decoding = std::any_of(rows.begin(), rows.end(), [](const auto& job) {
+    return job != nullptr && job->decoding();
+  });
+  absl::Status status = waiting != nullptr
+                            ? Prefill(*waiting, decoding ? options.chunk_while_decoding
+                                                         : int64_t(waiting->prompt.size()))
+                            : absl::OkStatus();
   if (status.ok()) status = Decode();
   if (!status.ok()) FailRunning(status);
   MutexLock lock(mu);
   counters.busy_seconds += Seconds(start, Clock::now());
 }
 
-absl::Status Scheduler::Impl::Prefill(Job& job) {
+absl::Status Scheduler::Impl::Prefill(Job& job, int64_t most) {
+  // Whole granules, so that the next chunk starts where chunks may.
+  most = std::max(model.granule(), most / model.granule() * model.granule());
   if (!caches.has_value()) {
     SHARDRT_ASSIGN_OR_RETURN(llama::KvCaches fresh, model.NewCaches(options.max_batch));
     caches = std::move(fresh);
@@ -271,8 +285,11 @@ absl::Status Scheduler::Impl::Prefill(Job& job) {
   caches.reset();
   SHARDRT_ASSIGN_OR_RETURN(
       llama::StepOutputs out,
-      model.ScheduleChunk(std::move(in), job.row, std::span(job.prompt).subspan(job.prefilled),
-                          job.prefilled, &run));
+      model.ScheduleChunk(
+          std::move(in), job.row,
+          std::span(job.prompt).subspan(job.prefilled).first(std::min<size_t>(
+              job.prompt.size() - size_t(job.prefilled), size_t(most))),
+          job.prefilled, &run));
   caches = std::move(out.caches);
   job.prefilled += run;
   {

@@ -36,6 +36,10 @@ constexpr FlagDef kFlags[] = {
     {.name = "max-queue", .type = FlagType::kInteger, .value_name = "Q",
      .description = "requests waiting for a row at most; more get 429", .default_text = "64",
      .int_min = 0, .int_max = 1 << 20},
+    {.name = "prefill-chunk", .type = FlagType::kInteger, .value_name = "N",
+     .description = "prompt tokens per step while other requests generate (smaller: steadier "
+                    "streams; larger: sooner first tokens)",
+     .default_text = "64", .int_min = 16, .int_max = 256},
     {.name = "context", .type = FlagType::kInteger, .value_name = "N",
      .description = "positions each request may use (prompt and answer)",
      .default_text = "2048, or the model's context when smaller", .int_min = 1,
@@ -82,6 +86,7 @@ absl::Status ServeCommand(const std::vector<std::string>& args) {
   options.port = int(port);
   SHARDRT_ASSIGN_OR_RETURN(options.max_batch, flags.GetInt("max-batch"));
   SHARDRT_ASSIGN_OR_RETURN(options.max_queue, flags.GetInt("max-queue"));
+  SHARDRT_ASSIGN_OR_RETURN(options.prefill_chunk, flags.GetInt("prefill-chunk"));
   SHARDRT_ASSIGN_OR_RETURN(options.context_length, flags.GetInt("context", 0));
   SHARDRT_ASSIGN_OR_RETURN(options.max_body_bytes, flags.GetInt("max-body-bytes"));
   SHARDRT_ASSIGN_OR_RETURN(int64_t drain_seconds, flags.GetInt("drain-seconds"));

@@ -178,8 +178,10 @@ absl::Status Server::LoadModel() {
   Impl& s = *impl_;
   SHARDRT_ASSIGN_OR_RETURN(
       s.scheduler,
-      llm::Scheduler::Start(*s.session, {.max_batch = s.options.max_batch,
-                                         .max_queue = s.options.max_queue}));
+      llm::Scheduler::Start(*s.session,
+                            {.max_batch = s.options.max_batch,
+                             .max_queue = s.options.max_queue,
+                             .chunk_while_decoding = s.options.prefill_chunk}));
   s.ready.store(true);
   return absl::OkStatus();
 }
