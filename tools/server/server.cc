@@ -1,5 +1,10 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -12,6 +17,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -84,6 +90,38 @@ struct Channel {
   Clock::time_point submitted, last_token;
   int64_t tokens = 0;
 };
+
+// Debian's cpp-httplib listens with the backlog it was compiled with (5): dozens of clients
+// connecting at once to a busy process overflow it (the kernel's ListenOverflows), and a client
+// may see its connection reset. listen() again on the bound socket (found among this process's
+// descriptors by its port) raises the backlog to `backlog` (the kernel caps it at somaxconn).
+// Returns whether it found the socket.
+bool RaiseBacklog(int port, int backlog) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return false;
+  bool found = false;
+  while (dirent* entry = readdir(dir)) {
+    int fd = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(dir)) continue;
+    int accepting = 0;
+    socklen_t length = sizeof(accepting);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) != 0 || !accepting) {
+      continue;
+    }
+    sockaddr_storage address{};
+    length = sizeof(address);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) continue;
+    const int bound =
+        address.ss_family == AF_INET
+            ? ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port)
+            : address.ss_family == AF_INET6
+                  ? ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port)
+                  : -1;
+    if (bound == port && ::listen(fd, backlog) == 0) found = true;
+  }
+  closedir(dir);
+  return found;
+}
 
 }  // namespace
 
@@ -170,6 +208,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(Runtime& runtime, ServerOp
     return absl::UnavailableError(absl::StrCat("server: cannot listen on ", s->options.host, ":",
                                                s->options.port));
   }
+  RaiseBacklog(s->port, 4096);
   s->listener = std::thread([s] { s->http.listen_after_bind(); });
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
