@@ -195,9 +195,10 @@ TEST_F(SchedulerTest, CancellingFreesTheRowAndAFullQueueIsRefused) {
 TEST_F(SchedulerTest, DestroyingTheSchedulerEndsWhatIsLeftAsCancelled) {
   std::vector<std::shared_ptr<Outcome>> outcomes;
   {
-    auto scheduler = Scheduler::Start(*session_, {.max_batch = 2, .max_queue = 8});
+    // The first test's batch: its programs are compiled already.
+    auto scheduler = Scheduler::Start(*session_, {.max_batch = 4, .max_queue = 8});
     ASSERT_TRUE(scheduler.ok()) << scheduler.status();
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 6; ++i) {
       GenerateRequest r = Chat("Write a long story.", 300);
       r.stop.model_tokens = ModelStopTokens::kIgnore;
       outcomes.push_back(Submit(**scheduler, r));
