@@ -148,23 +148,16 @@ absl::Status Scheduler::Submit(GenerateRequest request, TokenCallback on_token,
   if (!on_done) return absl::InvalidArgumentError("scheduler: a request needs a DoneCallback");
   // Everything about the request is checked before it is queued.
   SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, impl_->session.PromptTokens(request));
-  SHARDRT_RETURN_IF_ERROR(ValidateSampling(request.sampling));
-  for (const std::string& s : request.stop.strings) {
-    if (s.empty()) return absl::InvalidArgumentError("request: an empty stop string");
-  }
+  SHARDRT_RETURN_IF_ERROR(CheckRequestOptions(request));
   SHARDRT_RETURN_IF_ERROR(impl_->model.CheckFits(int64_t(prompt.size()), request.max_tokens));
   auto job = std::make_unique<Job>();
   job->request = std::move(request);
   job->on_token = std::move(on_token);
   job->on_done = std::move(on_done);
   job->prompt = std::move(prompt);
-  std::vector<int32_t> stops = job->request.stop.tokens;
-  if (job->request.stop.model_tokens == ModelStopTokens::kStop) {
-    stops.insert(stops.end(), impl_->state.model_stop_tokens.begin(),
-                 impl_->state.model_stop_tokens.end());
-  }
   job->stream = std::make_unique<llama::TokenStream>(*impl_->state.tokenizer, job->request,
-                                                     std::move(stops), job->on_token);
+                                                     impl_->state.StopTokens(job->request.stop),
+                                                     job->on_token);
   if (job->request.sampling.temperature > 0) job->sampler.emplace(job->request.sampling);
   {
     MutexLock lock(impl_->mu);
@@ -205,7 +198,7 @@ void Scheduler::Impl::Loop() {
 
 bool Scheduler::Impl::Admit() {
   std::vector<std::unique_ptr<Job>> cancelled;
-  bool any = false;
+  bool any = false, stop_now = false;
   {
     MutexLock lock(mu);
     while (true) {
@@ -223,18 +216,14 @@ bool Scheduler::Impl::Admit() {
         ++running;
       }
       any = std::any_of(rows.begin(), rows.end(), [](const auto& j) { return j != nullptr; });
-      if (any || stopping) break;
+      stop_now = stopping;
+      if (any || stop_now) break;
       wake.Wait(lock);
     }
   }
   for (auto& job : cancelled) {
     job->stream->End(FinishReason::kCancelled);
     Finish(std::move(job), absl::OkStatus());
-  }
-  bool stop_now = false;
-  {
-    MutexLock lock(mu);
-    stop_now = stopping;
   }
   if (stop_now) {
     for (auto& job : rows) {

@@ -242,14 +242,27 @@ absl::Status Session::Prepare(int64_t prompt_tokens, int64_t max_tokens,
   return state_->model->Prepare(prompt_tokens, max_tokens, after_each_load);
 }
 
-absl::StatusOr<GenerateResult> Session::Generate(const GenerateRequest& request,
-                                                 const TokenCallback& on_token) {
-  // Everything about the request is checked before anything is loaded or compiled.
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptTokens(request));
+std::vector<int32_t> Session::State::StopTokens(const StopConditions& stop) const {
+  std::vector<int32_t> tokens = stop.tokens;
+  if (stop.model_tokens == ModelStopTokens::kStop) {
+    tokens.insert(tokens.end(), model_stop_tokens.begin(), model_stop_tokens.end());
+  }
+  return tokens;
+}
+
+absl::Status CheckRequestOptions(const GenerateRequest& request) {
   SHARDRT_RETURN_IF_ERROR(ValidateSampling(request.sampling));
   for (const std::string& s : request.stop.strings) {
     if (s.empty()) return absl::InvalidArgumentError("request: an empty stop string");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GenerateResult> Session::Generate(const GenerateRequest& request,
+                                                 const TokenCallback& on_token) {
+  // Everything about the request is checked before anything is loaded or compiled.
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptTokens(request));
+  SHARDRT_RETURN_IF_ERROR(CheckRequestOptions(request));
   MutexLock lock(state_->mu);
   SHARDRT_RETURN_IF_ERROR(state_->model->CheckFits(int64_t(prompt.size()), request.max_tokens));
   SHARDRT_RETURN_IF_ERROR(LoadLocked(state_->file, *state_->model, state_->loaded));
@@ -258,11 +271,7 @@ absl::StatusOr<GenerateResult> Session::Generate(const GenerateRequest& request,
   options.max_tokens = request.max_tokens;
   options.sampling = request.sampling;
   options.keep_logits = request.logits == LogitsOutput::kKeep;
-  options.stop_tokens = request.stop.tokens;
-  if (request.stop.model_tokens == ModelStopTokens::kStop) {
-    options.stop_tokens.insert(options.stop_tokens.end(), state_->model_stop_tokens.begin(),
-                               state_->model_stop_tokens.end());
-  }
+  options.stop_tokens = state_->StopTokens(request.stop);
 
   llama::TokenStream stream(*state_->tokenizer, request, options.stop_tokens, on_token);
   absl::Status stream_status;

@@ -33,6 +33,14 @@ struct Session::State {
   std::atomic<bool> loaded{false};
   llama::ModelOptions model_options ABSL_GUARDED_BY(mu);  // before the context's rounding
   std::atomic<int64_t> context_length{0};  // the model's, after rounding
+
+  // The token ids that end a generation under `stop`: its own, then the model's unless it
+  // ignores them. Thread-safe (reads what Open set).
+  std::vector<int32_t> StopTokens(const StopConditions& stop) const;
 };
+
+// The checks of a request that do not depend on the model's state: its sampling options and
+// its stop strings (none empty). Error: InvalidArgument naming what is wrong. Thread-safe.
+[[nodiscard]] absl::Status CheckRequestOptions(const GenerateRequest& request);
 
 }  // namespace shardrt::llm
