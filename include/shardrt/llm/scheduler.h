@@ -40,7 +40,9 @@ struct SHARDRT_EXPORT SchedulerOptions {
   int64_t chunk_while_decoding = 64;
 };
 
-// A snapshot of the scheduler's state and counters.
+// A snapshot of the scheduler's state and counters. A request counts as finished or failed,
+// and stops counting as running, once its DoneCallback has returned: read the stats after
+// Drain to see every request that a caller saw end.
 struct SHARDRT_EXPORT SchedulerStats {
   int64_t queued = 0;   // waiting for a row
   int64_t running = 0;  // holding a row (prefilling or decoding)
@@ -85,7 +87,8 @@ class SHARDRT_EXPORT Scheduler {
   // passed. Error: DeadlineExceeded naming how many are left.
   [[nodiscard]] absl::Status Drain(absl::Duration timeout);
 
-  SchedulerStats stats() const;
+  // The state and counters now (see SchedulerStats). Thread safety: any thread.
+  [[nodiscard]] SchedulerStats stats() const;
   const SchedulerOptions& options() const;
 
  private:
