@@ -136,8 +136,8 @@ int main(int argc, char** argv) {
   std::vector<float> x(size_t(o.x_rows * kK));
   for (float& v : x) v = std::uniform_real_distribution<float>(-1, 1)(rng);
   if (!o.json) {
-    std::printf("%-5s %7s %8s %11s %11s  %s\n", "type", "threads", "path", "kernel GB/s",
-                "memcpy GB/s", "kernel/memcpy median [95% interval]");
+    std::printf("%-5s %7s %8s %11s %8s %11s  %s\n", "type", "threads", "path", "kernel GB/s",
+                "GFLOP/s", "memcpy GB/s", "kernel/memcpy median [95% interval]");
   }
   for (const std::string& name : o.types) {
     const GgufType type = TypeNamed(name);
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
       };
       Timed(threads, kernel);  // warm: pages touched, frequencies up
       Timed(threads, copy);
-      std::vector<double> ratios, kernel_rates, copy_rates;
+      std::vector<double> ratios, kernel_rates, copy_rates, flop_rates;
       for (int r = 0; r < o.rounds; ++r) {
         double tk, tc;
         if (r % 2 == 0) {
@@ -191,22 +191,25 @@ int main(int argc, char** argv) {
           tc = Timed(threads, copy), tk = Timed(threads, kernel);
         }
         kernel_rates.push_back(double(src.size()) * double(passes) / tk / 1e9);
+        flop_rates.push_back(2.0 * double(o.x_rows) * double(kN * kK * copies) *
+                             double(passes) / tk / 1e9);
         copy_rates.push_back(double(src.size()) * double(passes) / tc / 1e9);
         ratios.push_back(tc / tk);
       }
       const Summary ratio = Summarize(ratios);
       const double kr = Summarize(kernel_rates).median, cr = Summarize(copy_rates).median;
+      const double gflops = Summarize(flop_rates).median;
       if (o.json) {
         std::printf("{\"type\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"x_rows\": %lld, "
-                    "\"kernel_gbps\": %.3f, \"memcpy_gbps\": %.3f, \"ratio\": %.4f, "
-                    "\"ratio_low\": %.4f, \"ratio_high\": %.4f}\n",
+                    "\"kernel_gbps\": %.3f, \"kernel_gflops\": %.2f, \"memcpy_gbps\": %.3f, "
+                    "\"ratio\": %.4f, \"ratio_low\": %.4f, \"ratio_high\": %.4f}\n",
                     name.c_str(), threads, std::string(IsaName(isa)).c_str(),
-                    static_cast<long long>(o.x_rows), kr, cr, ratio.median, ratio.low,
+                    static_cast<long long>(o.x_rows), kr, gflops, cr, ratio.median, ratio.low,
                     ratio.high);
       } else {
-        std::printf("%-5s %7d %8s %11.2f %11.2f  %.2f [%.2f, %.2f]\n", name.c_str(), threads,
-                    std::string(IsaName(isa)).c_str(), kr, cr, ratio.median, ratio.low,
-                    ratio.high);
+        std::printf("%-5s %7d %8s %11.2f %8.1f %11.2f  %.2f [%.2f, %.2f]\n", name.c_str(),
+                    threads, std::string(IsaName(isa)).c_str(), kr, gflops, cr, ratio.median,
+                    ratio.low, ratio.high);
       }
       std::fflush(stdout);
     }

@@ -135,8 +135,39 @@ struct FastDots<GgufType::kQ8_0, n> {
   }
 };
 
+// dst[j * ldd + i] = src[i * ld + j] for i, j < 16: 16 rows in registers, unpacked in pairs,
+// shuffled in fours, then their 128-bit lanes exchanged twice.
+static inline __attribute__((always_inline)) void Transpose16(const float* src, int64_t ld,
+                                                              float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // r[4 q + j], lane L: column 4 L + j of rows 4 q .. 4 q + 3.
+  for (int q = 0; q < 16; q += 4) {
+    r[q] = _mm512_shuffle_ps(t[q], t[q + 2], 0x44);
+    r[q + 1] = _mm512_shuffle_ps(t[q], t[q + 2], 0xee);
+    r[q + 2] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+    r[q + 3] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0xee);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 a0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44);
+    const __m512 a1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xee);
+    const __m512 b0 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
+    const __m512 b1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xee);
+    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(a0, b0, 0x88));
+    _mm512_storeu_ps(dst + (4 + j) * ldd, _mm512_shuffle_f32x4(a0, b0, 0xdd));
+    _mm512_storeu_ps(dst + (8 + j) * ldd, _mm512_shuffle_f32x4(a1, b1, 0x88));
+    _mm512_storeu_ps(dst + (12 + j) * ldd, _mm512_shuffle_f32x4(a1, b1, 0xdd));
+  }
+}
+
 #define SHARDRT_FAST_DOTS FastDots
+#define SHARDRT_TRANSPOSE16 Transpose16
 #define SHARDRT_MICRO_ROWS 8
+#define SHARDRT_FUSED_GROUP 8
 #define SHARDRT_WIDEN_U8(bytes, out)                                         \
   do {                                                                       \
     __m128i v;                                                               \
@@ -152,7 +183,9 @@ struct FastDots<GgufType::kQ8_0, n> {
 #undef SHARDRT_HALF_TO_FLOAT
 #undef SHARDRT_WIDEN_U8
 #undef SHARDRT_FAST_DOTS
+#undef SHARDRT_TRANSPOSE16
 #undef SHARDRT_MICRO_ROWS
+#undef SHARDRT_FUSED_GROUP
 }  // namespace avx512
 #if defined(__clang__)
 #pragma clang attribute pop

@@ -52,10 +52,8 @@ struct QuantMatrix {
 // Weight rows decoded together (a panel) when x has many rows.
 inline constexpr int64_t kMatmulPanelRows = 32;
 
-// Floats of scratch QuantMatmulRows needs: a transposed panel of decoded rows and one more row.
-inline int64_t MatmulScratchFloats(const QuantMatrix& w) {
-  return (kMatmulPanelRows + 1) * w.cols;
-}
+// Floats of scratch QuantMatmulRows needs: a panel of decoded rows, and the same transposed.
+inline int64_t MatmulScratchFloats(const QuantMatrix& w) { return 2 * kMatmulPanelRows * w.cols; }
 
 // How a product orders its sums.
 enum class MatmulOrder {

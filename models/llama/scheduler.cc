@@ -241,20 +241,28 @@ void Scheduler::Impl::Iterate() {
     if (rows[r]->stream->cancelled()) rows[r]->stream->End(FinishReason::kCancelled);
     if (rows[r]->stream->ended()) Release(int64_t(r), absl::OkStatus());
   }
-  // The prompt that was admitted first gets the next chunk.
-  Job* waiting = nullptr;
-  for (auto& job : rows) {
-    if (job != nullptr && !job->decoding() && (waiting == nullptr || job->seq < waiting->seq)) {
-      waiting = job.get();
-    }
-  }
+  // Prompts get up to `budget` tokens of chunks, the one admitted first first: all of its
+  // prompt when nothing decodes, else chunk_while_decoding tokens over as many prompts as it
+  // covers (a short prompt's chunk leaves the rest of the budget to the next one).
   const bool decoding = std::any_of(rows.begin(), rows.end(), [](const auto& job) {
     return job != nullptr && job->decoding();
   });
-  absl::Status status = waiting != nullptr
-                            ? Prefill(*waiting, decoding ? options.chunk_while_decoding
-                                                         : int64_t(waiting->prompt.size()))
-                            : absl::OkStatus();
+  std::vector<Job*> waiting;
+  for (auto& job : rows) {
+    if (job != nullptr && !job->decoding()) waiting.push_back(job.get());
+  }
+  std::sort(waiting.begin(), waiting.end(),
+            [](const Job* a, const Job* b) { return a->seq < b->seq; });
+  absl::Status status = absl::OkStatus();
+  int64_t budget = decoding ? options.chunk_while_decoding : -1;
+  for (Job* job : waiting) {
+    if (!status.ok() || budget == 0) break;
+    const int64_t before = job->prefilled;
+    status = Prefill(*job, budget < 0 ? int64_t(job->prompt.size()) - before : budget);
+    if (budget < 0) break;  // nothing decodes: one prompt, then its first decode step
+    budget = std::max<int64_t>(0, budget - (job->prefilled - before));
+    if (budget < model.granule()) break;
+  }
   if (status.ok()) status = Decode();
   if (!status.ok()) FailRunning(status);
   MutexLock lock(mu);

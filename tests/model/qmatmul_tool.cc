@@ -3,6 +3,8 @@
 //   qmatmul_tool --isas                          prints the paths this CPU runs, one a line
 //   qmatmul_tool matmul ISA TYPE ROWS COLS S     stdin: W (ROWS rows of TYPE), then x
 //                                                (S x COLS f32); stdout: y (S x ROWS f32)
+//                                                three times: MatmulOrder::kFastest, kPerRow,
+//                                                and kPerRow one row of x at a time
 //   qmatmul_tool gather ISA TYPE ROWS COLS S     stdin: W, then S int32 ids; stdout: S x COLS
 //   qmatmul_tool dequant ISA TYPE ROWS COLS 0    stdin: W; stdout: ROWS x COLS, dequantized
 //                                                by quants.h (DequantizeRow; ISA unused)
@@ -65,11 +67,18 @@ int main(int argc, char** argv) {
   if (mode == "matmul") {
     std::vector<float> x(size_t(s * cols)), scratch(size_t(MatmulScratchFloats(w)));
     if (!ReadAll(x)) return Fail("stdin ended inside x");
-    y.resize(size_t(s * rows));
+    y.resize(size_t(3 * s * rows));
     const int64_t cuts[] = {0, rows / 3, rows / 3 + (rows + 1) / 3, rows};
     for (int part = 0; part < 3; ++part) {
-      QuantMatmulRows(isa, w, x.data(), s, y.data(), rows, cuts[part], cuts[part + 1],
-                      scratch.data());
+      for (MatmulOrder order : {MatmulOrder::kFastest, MatmulOrder::kPerRow}) {
+        float* out = y.data() + (order == MatmulOrder::kFastest ? 0 : s * rows);
+        QuantMatmulRows(isa, w, x.data(), s, out, rows, cuts[part], cuts[part + 1],
+                        scratch.data(), order);
+      }
+      for (int64_t i = 0; i < s; ++i) {
+        QuantMatmulRows(isa, w, x.data() + i * cols, 1, y.data() + (2 * s + i) * rows, rows,
+                        cuts[part], cuts[part + 1], scratch.data(), MatmulOrder::kPerRow);
+      }
     }
   } else if (mode == "gather") {
     std::vector<int32_t> ids(static_cast<size_t>(s));

@@ -3,10 +3,12 @@ against an independent computation: W dequantized by the gguf Python package
 (gguf.quants.dequantize), then a NumPy float64 product.
 
 Random blocks of every type the kernels take (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-Q4_K, Q6_K; scales drawn as finite f16 values, every other byte random), odd shapes, 1 to 64
-rows of x. A product must lie within 2e-5 of sum |x| |w| per output (f32 sums in another
-order); a row gather, and quants.h's dequantization of the whole matrix, must be
-bit-identical to the gguf package's dequantization.
+Q4_K, Q6_K; scales drawn as finite f16 values, every other byte random), odd shapes, 1 to 300
+rows of x. A product, in either order of the sums (MatmulOrder), must lie within 2e-5 of sum
+|x| |w| per output (f32 sums in another order); with MatmulOrder::kPerRow each row of y must
+have the bits it has when its row of x is the only one; a row gather, and quants.h's
+dequantization of the whole matrix, must be bit-identical to the gguf package's
+dequantization.
 
 usage: test_qmatmul.py QMATMUL_TOOL
 Prints a line per path and exits 0, or names the first mismatch and exits 1.
@@ -56,7 +58,7 @@ def shapes(qtype):
                                                else [block, 3 * block])
     for rows in (1, 5, 37):
         for c in cols:
-            for s in (1, 2, 3, 4, 5, 17, 64):
+            for s in (1, 2, 3, 4, 5, 8, 9, 17, 64) + ((300,) if rows == 5 else ()):
                 yield rows, c, s
 
 
@@ -84,14 +86,21 @@ def main() -> int:
                                      "dequantized matrix differs from the gguf package's")
             for isa in isas:
                 args = [isa, int(qtype), rows, cols, s]
-                got = run(tool, ["matmul", *args], w_bytes.tobytes() + x.tobytes())
-                got = got.reshape(s, rows)
-                bad = np.abs(got - want) > bound
-                if bad.any():
-                    i, r = map(int, np.argwhere(bad)[0])
+                fastest, per_row, alone = run(tool, ["matmul", *args],
+                                              w_bytes.tobytes() + x.tobytes()).reshape(3, s, rows)
+                for order, got in (("fastest", fastest), ("per-row", per_row)):
+                    bad = np.abs(got - want) > bound
+                    if bad.any():
+                        i, r = map(int, np.argwhere(bad)[0])
+                        raise SystemExit(
+                            f"FAIL: {isa} {qtype.name} {rows}x{cols}, {s} rows of x, {order}: "
+                            f"y[{i}, {r}] = {got[i, r]!r}, expected {want[i, r]!r} within "
+                            f"{bound[i, r]:.3g}")
+                if per_row.tobytes() != alone.tobytes():
+                    i = int(np.argwhere((per_row != alone).any(axis=1))[0][0])
                     raise SystemExit(
-                        f"FAIL: {isa} {qtype.name} {rows}x{cols}, {s} rows of x: y[{i}, {r}] = "
-                        f"{got[i, r]!r}, expected {want[i, r]!r} within {bound[i, r]:.3g}")
+                        f"FAIL: {isa} {qtype.name} {rows}x{cols}, {s} rows of x, per-row: row "
+                        f"{i} of y differs from the same row of x alone")
                 rows_got = run(tool, ["gather", *args], w_bytes.tobytes() + ids.tobytes())
                 inside = (ids >= 0) & (ids < rows)
                 rows_want = np.zeros((s, cols), dtype=np.float32)

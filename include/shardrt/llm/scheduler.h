@@ -7,9 +7,10 @@
 // devices: one decode step advances every running sequence by a token (the step's batch is
 // the smallest power of two that covers the rows in use). A finished sequence leaves its row
 // at once and a waiting request takes it at the next step. Prompts run in chunks (at most
-// 256 tokens; chunk_while_decoding while others decode), one chunk between two decode steps, so
-// a long prompt neither stalls the running sequences nor needs memory beyond its cache row and
-// one chunk. A greedy request's tokens are
+// 256 tokens) between decode steps: while others decode, chunk_while_decoding prompt tokens per
+// step, over as many waiting prompts as they cover, oldest first; so a long prompt neither
+// stalls the running sequences nor needs memory beyond its cache row and one chunk, and short
+// prompts do not wait one step each. A greedy request's tokens are
 // the same whatever runs beside it (each row's sums run in the order they have alone) and the
 // same as Session::Generate's; a sampled request with a seed is reproducible.
 //
@@ -33,10 +34,11 @@ namespace shardrt::llm {
 struct SHARDRT_EXPORT SchedulerOptions {
   int64_t max_batch = 8;   // sequences running at once (cache rows), 1 to 256
   int64_t max_queue = 64;  // requests waiting for a row at most; more are refused, 0 to 1M
-  // Prompt tokens per iteration while other requests decode (each iteration is one chunk, then
-  // one decode step): smaller keeps their time between tokens short, larger prefills the
-  // prompt sooner (rounded down to the chunks' granule, 16 on most device counts). Alone, a
-  // prompt runs in the model's largest chunks (256). 16 to 256.
+  // Prompt tokens per iteration while other requests decode (each iteration is chunks of the
+  // waiting prompts, oldest first, up to this many tokens, then one decode step): smaller
+  // keeps the decoding requests' time between tokens short, larger prefills prompts sooner and
+  // in larger, more efficient chunks (each chunk rounded down to the chunks' granule, 16 on
+  // most device counts). Alone, a prompt runs in the model's largest chunks (256). 16 to 256.
   int64_t chunk_while_decoding = 64;
 };
 
