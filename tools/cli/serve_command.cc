@@ -37,9 +37,10 @@ constexpr FlagDef kFlags[] = {
      .description = "requests waiting for a row at most; more get 429", .default_text = "64",
      .int_min = 0, .int_max = 1 << 20},
     {.name = "prefill-chunk", .type = FlagType::kInteger, .value_name = "N",
-     .description = "prompt tokens per step while other requests generate (smaller: steadier "
-                    "streams; larger: sooner first tokens)",
-     .default_text = "64", .int_min = 16, .int_max = 256},
+     .description = "prompt tokens per step while other requests generate, over as many "
+                    "waiting prompts as they cover (smaller: steadier streams; larger: sooner "
+                    "first tokens and more tokens per second)",
+     .default_text = "256", .int_min = 16, .int_max = 256},
     {.name = "context", .type = FlagType::kInteger, .value_name = "N",
      .description = "positions each request may use (prompt and answer)",
      .default_text = "2048, or the model's context when smaller", .int_min = 1,

@@ -34,7 +34,7 @@ struct ServerOptions {
   int64_t context_length = 0;  // positions per sequence; 0: the session's default
   int64_t max_batch = 8;       // sequences decoding together
   int64_t max_queue = 64;      // requests waiting for a sequence's row; more get 429
-  int64_t prefill_chunk = 64;  // prompt tokens per step while others generate (Scheduler)
+  int64_t prefill_chunk = 256;  // prompt tokens per step while others generate (Scheduler)
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: a free port (port() tells which)
   std::string api_key;  // empty: no key

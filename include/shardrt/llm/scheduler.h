@@ -39,7 +39,7 @@ struct SHARDRT_EXPORT SchedulerOptions {
   // keeps the decoding requests' time between tokens short, larger prefills prompts sooner and
   // in larger, more efficient chunks (each chunk rounded down to the chunks' granule, 16 on
   // most device counts). Alone, a prompt runs in the model's largest chunks (256). 16 to 256.
-  int64_t chunk_while_decoding = 64;
+  int64_t chunk_while_decoding = 256;
 };
 
 // A snapshot of the scheduler's state and counters. A request counts as finished or failed,
