@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "llama/attention_partial.h"
 #include "llama/ffi_parallel.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -16,48 +17,8 @@ namespace {
 
 namespace ffi = xla::ffi;
 
-// The score of "no key": exp(kMasked - m) is 0 for every real maximum m (as in the programs).
-constexpr float kMasked = -1e30f;
-
 std::string DimsText(ffi::Span<const int64_t> dims) {
   return absl::StrCat("[", absl::StrJoin(dims.begin(), dims.end(), ", "), "]");
-}
-
-// The partial of one query head (q: hd floats) over `count` keys and values (rows of hd at
-// stride `stride` from k0 and v0) and, when `self_k` is set, the token's own key and value.
-// Writes o (hd), m, l at `out`. Sums run in 16 independent lanes (vectorized without
-// reordering any lane's sum), compiled for AVX-512, AVX2 and the baseline, picked at load.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void HeadPartial(const float* q, int64_t hd, float scale, const float* k0, const float* v0,
-                 int64_t stride, int64_t count, const float* self_k, const float* self_v,
-                 float* out, float* scores) {
-  constexpr int64_t kLanes = 16;
-  auto dot = [&](const float* k) {
-    float lanes[kLanes] = {};
-    int64_t d = 0;
-    for (; d + kLanes <= hd; d += kLanes) {
-      for (int64_t i = 0; i < kLanes; ++i) lanes[i] += q[d + i] * k[d + i];
-    }
-    float s = 0;
-    for (; d < hd; ++d) s += q[d] * k[d];
-    for (int64_t i = 0; i < kLanes; ++i) s += lanes[i];
-    return s * scale;
-  };
-  float m = kMasked;
-  for (int64_t j = 0; j < count; ++j) m = std::max(m, scores[j] = dot(k0 + j * stride));
-  if (self_k != nullptr) m = std::max(m, scores[count] = dot(self_k));
-  float* o = out;
-  for (int64_t d = 0; d < hd; ++d) o[d] = 0.0f;
-  float l = 0;
-  auto add = [&](float score, const float* v) {
-    const float e = std::exp(score - m);
-    l += e;
-    for (int64_t d = 0; d < hd; ++d) o[d] += e * v[d];
-  };
-  for (int64_t j = 0; j < count; ++j) add(scores[j], v0 + j * stride);
-  if (self_k != nullptr) add(scores[count], self_v);
-  out[hd] = m;
-  out[hd + 1] = l;
 }
 
 ffi::Error DecodeAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k,
@@ -125,16 +86,14 @@ ffi::Error DecodeAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::B
     const int64_t count = position > pid ? (position - pid + p - 1) / p : 0;
     const bool owner = position % p == pid;
     thread_local std::vector<float> scores;
-    if (int64_t(scores.size()) < count + 1) scores.resize(size_t(count + 1));
     const int64_t row = layer_offset + b * row_stride + h * hd;
-    for (int64_t i = 0; i < g; ++i) {
-      const int64_t head = h * g + i;
-      HeadPartial(q.typed_data() + (b * heads + head) * hd, hd, scale,
-                  k_cache.typed_data() + row, v_cache.typed_data() + row, stride, count,
-                  owner ? k.typed_data() + (b * kv + h) * hd : nullptr,
-                  owner ? v.typed_data() + (b * kv + h) * hd : nullptr,
-                  out->typed_data() + ((h * batch + b) * g + i) * (hd + 2), scores.data());
-    }
+    // The group's query heads h g .. h g + g - 1 are consecutive in q and in the result.
+    const float* self_k = owner ? k.typed_data() + (b * kv + h) * hd : nullptr;
+    const float* self_v = owner ? v.typed_data() + (b * kv + h) * hd : nullptr;
+    AttentionHeadsPartial(q.typed_data() + (b * heads + h * g) * hd, g, hd, scale,
+                          k_cache.typed_data() + row, v_cache.typed_data() + row, stride, count,
+                          self_k, self_v, out->typed_data() + (h * batch + b) * g * (hd + 2),
+                          scores);
   };
   // Split over the tokens' key/value heads once the keys are many (each reads count x hd x 2).
   if (batch * most * hd * g >= (int64_t(1) << 15)) {

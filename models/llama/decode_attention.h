@@ -29,6 +29,7 @@
 
 namespace shardrt::llama {
 
+
 inline constexpr char kDecodeAttentionTarget[] = "shardrt_decode_attention";
 
 // The handler of kDecodeAttentionTarget (static storage; never null).

@@ -76,8 +76,8 @@ struct Scheduler::Impl {
   // Moves queued jobs into free rows; whether any row is in use. Cancels everything when
   // stopping.
   bool Admit();
-  // One iteration: a prompt chunk (if a prompt is waiting) and a decode step (if a sequence
-  // is decoding).
+  // One iteration: chunks of the waiting prompts (up to chunk_while_decoding tokens while a
+  // sequence decodes, else one chunk) and a decode step (if a sequence is decoding).
   void Iterate();
   // The next chunk of the job's prompt, of at most `most` tokens (and the model's largest).
   absl::Status Prefill(Job& job, int64_t most);
@@ -243,7 +243,8 @@ void Scheduler::Impl::Iterate() {
   }
   // Prompts get up to `budget` tokens of chunks, the one admitted first first: all of its
   // prompt when nothing decodes, else chunk_while_decoding tokens over as many prompts as it
-  // covers (a short prompt's chunk leaves the rest of the budget to the next one).
+  // covers. Each prompt runs in the chunks Session::Generate gives it (so its bits do not
+  // depend on its neighbours), except that a budget under the next chunk cuts that chunk.
   const bool decoding = std::any_of(rows.begin(), rows.end(), [](const auto& job) {
     return job != nullptr && job->decoding();
   });
@@ -254,14 +255,18 @@ void Scheduler::Impl::Iterate() {
   std::sort(waiting.begin(), waiting.end(),
             [](const Job* a, const Job* b) { return a->seq < b->seq; });
   absl::Status status = absl::OkStatus();
-  int64_t budget = decoding ? options.chunk_while_decoding : -1;
+  int64_t budget = options.chunk_while_decoding;
   for (Job* job : waiting) {
-    if (!status.ok() || budget == 0) break;
-    const int64_t before = job->prefilled;
-    status = Prefill(*job, budget < 0 ? int64_t(job->prompt.size()) - before : budget);
-    if (budget < 0) break;  // nothing decodes: one prompt, then its first decode step
-    budget = std::max<int64_t>(0, budget - (job->prefilled - before));
-    if (budget < model.granule()) break;
+    const int64_t left = int64_t(job->prompt.size()) - job->prefilled;
+    const int64_t next = model.ChunkTokens(job->prefilled, left);
+    if (!decoding) {
+      status = Prefill(*job, left);  // nothing decodes: one chunk, then its first decode step
+      break;
+    }
+    if (next > budget && budget < options.chunk_while_decoding) break;  // the next iteration's
+    status = Prefill(*job, std::min(next, budget));
+    budget -= std::min(next, budget);
+    if (!status.ok() || budget < model.granule()) break;
   }
   if (status.ok()) status = Decode();
   if (!status.ok()) FailRunning(status);
@@ -270,8 +275,10 @@ void Scheduler::Impl::Iterate() {
 }
 
 absl::Status Scheduler::Impl::Prefill(Job& job, int64_t most) {
-  // Whole granules, so that the next chunk starts where chunks may.
-  most = std::max(model.granule(), most / model.granule() * model.granule());
+  // Whole granules unless the prompt ends, so that the next chunk starts where chunks may.
+  if (most < int64_t(job.prompt.size()) - job.prefilled) {
+    most = std::max(model.granule(), most / model.granule() * model.granule());
+  }
   if (!caches.has_value()) {
     SHARDRT_ASSIGN_OR_RETURN(llama::KvCaches fresh, model.NewCaches(options.max_batch));
     caches = std::move(fresh);

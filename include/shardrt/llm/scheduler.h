@@ -7,12 +7,14 @@
 // devices: one decode step advances every running sequence by a token (the step's batch is
 // the smallest power of two that covers the rows in use). A finished sequence leaves its row
 // at once and a waiting request takes it at the next step. Prompts run in chunks (at most
-// 256 tokens) between decode steps: while others decode, chunk_while_decoding prompt tokens per
-// step, over as many waiting prompts as they cover, oldest first; so a long prompt neither
-// stalls the running sequences nor needs memory beyond its cache row and one chunk, and short
-// prompts do not wait one step each. A greedy request's tokens are
-// the same whatever runs beside it (each row's sums run in the order they have alone) and the
-// same as Session::Generate's; a sampled request with a seed is reproducible.
+// 256 tokens, the chunks Session::Generate runs) between decode steps: while others decode,
+// chunk_while_decoding prompt tokens per step, over as many waiting prompts as they cover,
+// oldest first; so a long prompt neither stalls the running sequences nor needs memory beyond
+// its cache row and one chunk, and short prompts do not wait one step each. A greedy
+// request's tokens are the same whatever runs beside it (each row's sums run in the order they
+// have alone, each prompt in its own chunks) and the same as Session::Generate's; a sampled
+// request with a seed is reproducible. With chunk_while_decoding under 256, a prompt's chunks
+// depend on the load, and its logits may then differ from a solo run's in the last bits.
 //
 // Ownership: the scheduler borrows the session (which must outlive it) and owns its cache and
 // its thread, which runs every step and every callback. Thread safety: every method may be
@@ -37,8 +39,9 @@ struct SHARDRT_EXPORT SchedulerOptions {
   // Prompt tokens per iteration while other requests decode (each iteration is chunks of the
   // waiting prompts, oldest first, up to this many tokens, then one decode step): smaller
   // keeps the decoding requests' time between tokens short, larger prefills prompts sooner and
-  // in larger, more efficient chunks (each chunk rounded down to the chunks' granule, 16 on
-  // most device counts). Alone, a prompt runs in the model's largest chunks (256). 16 to 256.
+  // in larger, more efficient chunks. A chunk the budget does not hold waits for the next
+  // iteration, unless it is the iteration's first: then the budget cuts it (rounded down to
+  // the chunks' granule, 16 on most device counts). 16 to 256.
   int64_t chunk_while_decoding = 256;
 };
 
