@@ -68,18 +68,24 @@ ffi::Error QuantMatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffe
   const float* xs = x.typed_data();
   float* ys = y->typed_data();
   const QuantMatrix matrix = *m;
-  // About 64 rows of W per chunk, at least 64K multiply-adds, at most 8 chunks per thread.
+  // At least 16 rows of W per chunk (whole panels where the product takes panels), at least
+  // 64K multiply-adds, at most 8 chunks per thread.
   const int64_t threads = std::max<int64_t>(1, pool.num_threads());
   const int64_t work = std::max<int64_t>(1, s * k);
-  const int64_t min_rows = std::max<int64_t>(16, (int64_t(1) << 16) / work);
-  const int64_t count = std::clamp<int64_t>(matrix.rows / min_rows, 1, 8 * threads);
+  const int64_t granule = MatmulRowGranule(s, MatmulOrder(order));
+  const int64_t units = (matrix.rows + granule - 1) / granule;
+  const int64_t min_units = std::max<int64_t>(
+      1, std::max<int64_t>(16, (int64_t(1) << 16) / work) / granule);
+  const int64_t count = std::clamp<int64_t>(units / min_units, 1, 8 * threads);
   RunChunks(pool, count, partitions, [&](int64_t c) {
     thread_local std::vector<float> scratch;
     if (int64_t(scratch.size()) < MatmulScratchFloats(matrix)) {
       scratch.resize(size_t(MatmulScratchFloats(matrix)));
     }
-    QuantMatmulRows(isa, matrix, xs, s, ys, matrix.rows, matrix.rows * c / count,
-                    matrix.rows * (c + 1) / count, scratch.data(), MatmulOrder(order));
+    const int64_t begin = std::min(matrix.rows, units * c / count * granule);
+    const int64_t end = std::min(matrix.rows, units * (c + 1) / count * granule);
+    QuantMatmulRows(isa, matrix, xs, s, ys, matrix.rows, begin, end, scratch.data(),
+                    MatmulOrder(order));
   });
   return ffi::Error::Success();
 }

@@ -52,6 +52,9 @@ struct QuantMatrix {
 // Weight rows decoded together (a panel) when x has many rows.
 inline constexpr int64_t kMatmulPanelRows = 32;
 
+// Rows of x from which a product with MatmulOrder::kFastest takes the panel path.
+inline constexpr int64_t kMatmulPanelFromRows = 8;
+
 // Floats of scratch QuantMatmulRows needs: a panel of decoded rows, and the same transposed.
 inline int64_t MatmulScratchFloats(const QuantMatrix& w) { return 2 * kMatmulPanelRows * w.cols; }
 
@@ -62,6 +65,13 @@ enum class MatmulOrder {
   // same bits at any s (what a batch of sequences needs for each to match its solo run).
   kPerRow,
 };
+
+// The rows of W a caller splitting [0, w.rows) between threads should cut at multiples of:
+// kMatmulPanelRows where the product takes the panel path (a range that is not whole panels
+// computes a whole panel's width for its last one), else 1.
+inline int64_t MatmulRowGranule(int64_t s, MatmulOrder order) {
+  return order == MatmulOrder::kFastest && s >= kMatmulPanelFromRows ? kMatmulPanelRows : 1;
+}
 
 // y[i * ldy + r] = sum_c x[i * w.cols + c] * W[r, c] for i in [0, s) and r in [row_begin,
 // row_end), with the path `isa` (one of SupportedIsas()). x is s rows of w.cols floats;
