@@ -11,10 +11,10 @@
 
 namespace shardrt::llama {
 
-// One token's partials for one key/value head, `n` (>= 1) of its query heads
-// at a time: q holds n rows of hd floats; the keys and values are `count` rows of hd floats at
-// stride `stride` (floats) from k0 and v0, then, when self_k is not null, the token's own key
-// and value (self_k, self_v). Writes, for head i, o (hd values: the exp-weighted sum of values),
+// One token's partials for `n` (>= 1) query heads that share one key/value head: q holds n
+// rows of hd floats; the keys and values are `count` rows of hd floats at stride `stride`
+// (floats) from k0 and v0, then, when self_k is not null, the token's own key and value
+// (self_k, self_v). Writes, for head i, o (hd values: the exp-weighted sum of values),
 // m (the maximum score) and l (the sum of exp(score - m)) at out + i * (hd + 2); scores are
 // q . k * scale. With no key at all: o = 0, m = -1e30, l = 0. `scores` is scratch (resized as
 // needed). Each key and value row is read once for the group; every sum runs in an order fixed
