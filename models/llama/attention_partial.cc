@@ -89,8 +89,8 @@ SHARDRT_ALWAYS_INLINE void ValuesBlock(const float* scores, int64_t keys, const 
 // and, when `self_k` is set, the token's own key and value: for head i, o (hd values), m and l
 // at out + i * (hd + 2). Each key and value row is read once for the N heads: the scores first
 // (scores: N rows of count + 1), then exp(score - m) in place, then o over the values, 64
-// columns at a time with the heads' accumulators in registers (ValuesBlock). Every sum runs in an order
-// fixed by the row alone.
+// columns at a time with the heads' accumulators in registers (ValuesBlock). Every sum runs in
+// an order fixed by the row alone.
 template <int N>
 SHARDRT_ALWAYS_INLINE void HeadsPartial(const float* q, int64_t hd, float scale, const float* k0,
                                         const float* v0, int64_t stride, int64_t count,
@@ -115,7 +115,9 @@ SHARDRT_ALWAYS_INLINE void HeadsPartial(const float* q, int64_t hd, float scale,
   // Columns in blocks of W vectors (W = 4: a 64-value row read whole in one pass).
   constexpr int W = 4;
   int64_t d = 0;
-  for (; d + 16 * W <= hd; d += 16 * W) ValuesBlock<N, W>(scores, keys, v0, stride, count, self_v, d, hd, out);
+  for (; d + 16 * W <= hd; d += 16 * W) {
+    ValuesBlock<N, W>(scores, keys, v0, stride, count, self_v, d, hd, out);
+  }
   for (; d < hd; d += 16) ValuesBlock<N, 1>(scores, keys, v0, stride, count, self_v, d, hd, out);
 }
 
@@ -134,8 +136,8 @@ void HeadsPartialN(int64_t n, const float* q, int64_t hd, float scale, const flo
   }
 }
 
-// One query head's partial for any hd (the same arithmetic as HeadsPartial, one lane at a
-// time past the whole 16-column chunks): the path for head dims that are not multiples of 16.
+// One query head's partial for any hd, summed one value at a time (the same softmax as
+// HeadsPartial, in another order): the path for head dims that are not multiples of 16.
 void HeadPartialAnyDim(const float* q, int64_t hd, float scale, const float* k0, const float* v0,
                        int64_t stride, int64_t count, const float* self_k, const float* self_v,
                        float* out, float* scores) {
