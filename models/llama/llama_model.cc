@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(LlamaConfig confi
                                                                ComputationClient& client,
                                                                Executor& executor,
                                                                const ModelOptions& options) {
-  SHARDRT_RETURN_IF_ERROR(CheckPartitions(config, options.partitions));
+  SHARDRT_RETURN_IF_ERROR(SplitOf(config, options.partitions).status());
   ModelOptions o = options;
   if (o.granule < 1 || o.granule % o.partitions != 0) {
     return absl::InvalidArgumentError(absl::StrCat("bucket granule ", o.granule,
@@ -73,13 +73,21 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(LlamaConfig confi
   }
   o.chunk = (o.chunk + o.granule - 1) / o.granule * o.granule;
   const int64_t unit = std::lcm(o.granule, o.block);
-  o.cache_len = (o.cache_len + unit - 1) / unit * unit;
-  const int64_t max_cache = config.context / unit * unit;
-  if (o.cache_len > max_cache) {
+  if (o.cache_len > config.context) {
     return absl::InvalidArgumentError(
         absl::StrCat("cache length ", options.cache_len, ": the model's context holds ",
                      config.context, " positions"));
   }
+  // Whole units of prompt granule and attention block: rounded up, or down where rounding up
+  // would pass the model's context.
+  const int64_t max_cache = config.context / unit * unit;
+  if (max_cache == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model's context of ", config.context, " positions is shorter than one unit of ",
+        unit, " (attention block ", o.block, ", prompt granule ", o.granule, ", ",
+        o.partitions, " devices): pass a smaller attention block"));
+  }
+  o.cache_len = std::min((o.cache_len + unit - 1) / unit * unit, max_cache);
   return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(config), client, executor, o));
 }
 
@@ -98,14 +106,7 @@ absl::Status LlamaModel::LoadWeights(const GgufFile& file) {
   SHARDRT_ASSIGN_OR_RETURN(
       LlamaConfig file_config,
       LlamaConfig::FromGguf(file, config_.native ? WeightFormat::kNative : WeightFormat::kF32));
-  const auto types = [](const std::optional<NativeWeights>& n) {
-    return n ? std::vector<GgufType>{n->token_embd, n->wqkv, n->wo, n->wgu, n->wdown}
-             : std::vector<GgufType>{};
-  };
-  if (file_config.vocab != config_.vocab || file_config.d_model != config_.d_model ||
-      file_config.n_layers != config_.n_layers || file_config.ffn != config_.ffn ||
-      file_config.n_heads != config_.n_heads || file_config.n_kv_heads != config_.n_kv_heads ||
-      types(file_config.native) != types(config_.native)) {
+  if (!(file_config == config_)) {
     return absl::InvalidArgumentError(absl::StrCat("GGUF file ", file.path(),
                                                    ": its model has other sizes or weight types than this one"));
   }
@@ -406,7 +407,7 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
     int32_t token;
     std::vector<float> logits;
     if (need_logits) {
-      SHARDRT_ASSIGN_OR_RETURN(logits, HostValues<float>(client_, logits_data));
+      SHARDRT_ASSIGN_OR_RETURN(logits, HostLogits(client_, logits_data, config_.vocab));
     }
     if (sampling) {
       token = sampler->Sample(logits);

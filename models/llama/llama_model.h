@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "llama/gguf.h"
 #include "llama/llama_config.h"
 #include "llama/llama_program.h"
@@ -52,8 +53,9 @@ struct ModelOptions {
   // How Load takes the weights (Create takes the config's). Native weights need the quantized
   // kernels registered with the runtime first (RegisterModelKernels, quant_ffi.h).
   WeightFormat weights = WeightFormat::kNative;
-  // Positions a cache row holds: a prompt plus every generated token must fit. Rounded up to a
-  // multiple of both the granule and the attention block, at most the model's context.
+  // Positions a cache row holds: a prompt plus every generated token must fit. At most the
+  // model's context; rounded up to a multiple of both the granule and the attention block, or
+  // down where rounding up would pass the context.
   int64_t cache_len = 512;
   // Chunk sizes are granule x 1, 2, 3, 4, 6, 8, ... (Bucket; a multiple of partitions), at most
   // `chunk` (rounded up to a multiple of the granule): a prompt's last chunk is the smallest
@@ -110,6 +112,31 @@ absl::StatusOr<std::vector<T>> HostValues(ComputationClient& client, const DataP
   return values;
 }
 
+// The logits in `data` (f32[B, W], W >= vocab: the programs' logits, whose columns are the
+// devices' shares of the vocabulary, padding included; ModelSplit) on the host as B rows of
+// `vocab` values, the padding columns dropped; waits for the step. Errors: the transfer's;
+// Internal for a width under `vocab`.
+[[nodiscard]] inline absl::StatusOr<std::vector<float>> HostLogits(ComputationClient& client,
+                                                                   const DataPtr& data,
+                                                                   int64_t vocab) {
+  absl::StatusOr<std::vector<float>> values = HostValues<float>(client, data);
+  if (!values.ok()) return values.status();
+  const std::vector<int64_t>& dims = data->shape().dims;
+  const int64_t width = dims.empty() ? 0 : dims.back();
+  if (width < vocab) {
+    return absl::InternalError(absl::StrCat("logits of width ", width, " for a vocabulary of ",
+                                            vocab));
+  }
+  if (width == vocab) return values;
+  const int64_t rows = int64_t(values->size()) / width;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memmove(values->data() + r * vocab, values->data() + r * width,
+                 size_t(vocab) * sizeof(float));
+  }
+  values->resize(size_t(rows * vocab));
+  return values;
+}
+
 // Checks a prompt's token ids: at least one, each in [0, vocab). Error: InvalidArgument naming
 // the first bad token. Thread-safe (pure).
 [[nodiscard]] absl::Status CheckPrompt(std::span<const int32_t> prompt, int64_t vocab);
@@ -117,7 +144,7 @@ absl::StatusOr<std::vector<T>> HostValues(ComputationClient& client, const DataP
 class LlamaModel {
  public:
   // A model of `config` on the first options.partitions devices, without weights yet.
-  // `client` and `executor` are borrowed and must outlive the model. Errors: CheckPartitions',
+  // `client` and `executor` are borrowed and must outlive the model. Errors: SplitOf's,
   // InvalidArgument for options.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
       LlamaConfig config, ComputationClient& client, Executor& executor,

@@ -34,13 +34,15 @@ constexpr double kMasked = -1e30;
 class Emitter {
  public:
   // `order`: how the quantized products order their sums (native weights).
+  // `partitions` >= 1 (CheckShape).
   Emitter(const LlamaConfig& c, int64_t partitions, MatmulOrder order = MatmulOrder::kFastest)
-      : c_(c), p_(partitions), order_(order) {
+      : c_(c), p_(partitions), split_(*SplitOf(c, partitions)), order_(order) {
     pid_ = p_ == 1 ? b_.I32(0) : b_.PartitionId();
   }
 
   Builder& b() { return b_; }
   const Value& pid() const { return pid_; }
+  const ModelSplit& split() const { return split_; }
 
   // The device's part of parameter `index` (spec) as a value of local shape.
   Value Enter(int64_t index, const ArraySpec& spec) {
@@ -62,6 +64,7 @@ class Emitter {
   struct Layer {
     Value attn_norm, wqkv, wo, ffn_norm, wgu, wdown;
     Value index;
+    Value bqkv;  // [q + 2 kv] / P, with qkv_bias only
   };
   // Layer `index` (s32[]) of the stacked weights: one dynamic slice of each.
   Layer LayerAt(const Value& index) {
@@ -76,7 +79,8 @@ class Emitter {
     };
     auto matrix = [&](const std::string& name) { return c_.native ? W(name) : at(name); };
     return Layer{at("attn_norm"), matrix("wqkv"), matrix("wo"), at("ffn_norm"),
-                 matrix("wgu"),   matrix("wdown"), index};
+                 matrix("wgu"),   matrix("wdown"), index,
+                 c_.qkv_bias ? at("bqkv") : Value{}};
   }
 
   // A loop over the layers: `body` gets the layer index (s32[]) and the carried values and
@@ -135,7 +139,7 @@ class Emitter {
   // Rows of the vocabulary-split embedding for tokens [s]: each device looks up the tokens in
   // its rows (zeros for the others), and the sum over devices is the embedding.
   Value Embed(const Value& tokens) {
-    const int64_t s = tokens.shape.dims[0], rows = c_.vocab / p_;
+    const int64_t s = tokens.shape.dims[0], rows = split_.vocab;
     Value first = b_.Mul(pid_, b_.I32(rows));
     Value local = b_.Sub(tokens, b_.Broadcast(first, {s}, {}));
     Value in = b_.Binary("and", b_.Compare(local, b_.Splat(0, I32({s})), "GE"),
@@ -149,27 +153,41 @@ class Emitter {
     return AllReduce(b_.Select(mask, found, b_.Splat(0.0, F32({s, c_.d_model}))));
   }
 
-  // RoPE on x [s, heads, hd] at positions pos s32[s], rotating adjacent pairs (2i, 2i+1) by
-  // pos * base^(-2i/hd): GGUF stores Q and K rows in that order.
+  // RoPE on x [s, heads, hd] at positions pos s32[s]: feature i of each pair turns by
+  // pos * base^(-2i/hd) (divided by rope_freq_factors[i] when the model has them). The pairs are
+  // (2i, 2i+1) for RopeStyle::kInterleaved (GGUF's llama files store Q and K rows in that
+  // order) and (i, i + hd/2) for kHalves.
   Value Rope(const Value& x, const Value& pos) {
     const int64_t s = x.shape.dims[0], h = x.shape.dims[1], hd = x.shape.dims[2], half = hd / 2;
     std::vector<float> inv_freq(half);
     for (int64_t i = 0; i < half; ++i) {
       const float exponent = float(2 * i) / float(hd);
       inv_freq[i] = 1.0f / std::pow(float(c_.rope_base), exponent);
+      if (!c_.rope_freq_factors.empty()) inv_freq[i] /= c_.rope_freq_factors[size_t(i)];
     }
     Value freq = b_.Constant(inv_freq, {half});
     Value angle = b_.Mul(b_.Broadcast(b_.Convert(pos, ElementType::kF32), {s, half}, {0}),
                          b_.Broadcast(freq, {s, half}, {1}));
     Value cos = b_.Broadcast(b_.Unary("cosine", angle), {s, h, half}, {0, 2});
     Value sin = b_.Broadcast(b_.Unary("sine", angle), {s, h, half}, {0, 2});
-    Value pairs = b_.Reshape(x, {s, h, half, 2});
-    Value x0 = b_.Reshape(b_.Slice(pairs, {0, 0, 0, 0}, {s, h, half, 1}), {s, h, half});
-    Value x1 = b_.Reshape(b_.Slice(pairs, {0, 0, 0, 1}, {s, h, half, 2}), {s, h, half});
+    // [s, h, half, 2] with the pair's members on the last dimension, or [s, h, 2, half].
+    const bool interleaved = c_.rope_style == RopeStyle::kInterleaved;
+    const int64_t pair_dim = interleaved ? 3 : 2;
+    const std::vector<int64_t> paired =
+        interleaved ? std::vector<int64_t>{s, h, half, 2} : std::vector<int64_t>{s, h, 2, half};
+    std::vector<int64_t> one = paired;
+    one[size_t(pair_dim)] = 1;
+    Value pairs = b_.Reshape(x, paired);
+    auto member = [&](int64_t m) {
+      std::vector<int64_t> begin(4, 0), end = paired;
+      begin[size_t(pair_dim)] = m;
+      end[size_t(pair_dim)] = m + 1;
+      return b_.Reshape(b_.Slice(pairs, begin, end), {s, h, half});
+    };
+    Value x0 = member(0), x1 = member(1);
     Value r0 = b_.Sub(b_.Mul(x0, cos), b_.Mul(x1, sin));
     Value r1 = b_.Add(b_.Mul(x0, sin), b_.Mul(x1, cos));
-    Value out = b_.Concatenate(
-        {b_.Reshape(r0, {s, h, half, 1}), b_.Reshape(r1, {s, h, half, 1})}, 3);
+    Value out = b_.Concatenate({b_.Reshape(r0, one), b_.Reshape(r1, one)}, pair_dim);
     return b_.Reshape(out, {s, h, hd});
   }
 
@@ -179,14 +197,17 @@ class Emitter {
   // The normalized x projected to queries, keys and values: each device computes its slice of
   // the q, k and v features, one all-gather gives every device all of them.
   Qkv Project(const Value& x, const Layer& w, const Value& pos) {
-    const int64_t s = x.shape.dims[0], cq = c_.q_dim() / p_, ckv = c_.kv_dim() / p_;
+    const int64_t s = x.shape.dims[0], cq = split_.q, ckv = split_.kv;
     const int64_t width = cq + 2 * ckv;
     Value h = RmsNorm(x, w.attn_norm);
     Value qkv = Linear(h, w.wqkv, TypeOf(&NativeWeights::wqkv), w.index);
+    if (c_.qkv_bias) qkv = b_.Add(qkv, b_.Broadcast(w.bqkv, {s, width}, {1}));
     Value all = b_.Reshape(AllGather(qkv, 1), {s, p_, width});
+    // The devices' shares of one of q, k, v, in order, less the padding at the end.
     auto part = [&](int64_t begin, int64_t size, int64_t heads) {
       Value slice = b_.Slice(all, {0, 0, begin}, {s, p_, begin + size});
-      return b_.Reshape(slice, {s, heads, c_.head_dim});
+      return b_.Reshape(Unpad(b_.Reshape(slice, {s, p_ * size}), heads * c_.head_dim),
+                        {s, heads, c_.head_dim});
     };
     return Qkv{Rope(part(0, cq, c_.n_heads), pos), Rope(part(cq, ckv, c_.n_kv_heads), pos),
                part(cq + ckv, ckv, c_.n_kv_heads)};
@@ -362,14 +383,22 @@ class Emitter {
 
   // x + attention output projected by wo (each device its slice of the outputs, all-gathered).
   Value AttentionResidual(const Value& x, const Value& attn, const Layer& w) {
-    return b_.Add(x, AllGather(Linear(attn, w.wo, TypeOf(&NativeWeights::wo), w.index), 1));
+    Value out = AllGather(Linear(attn, w.wo, TypeOf(&NativeWeights::wo), w.index), 1);
+    return b_.Add(x, Unpad(out, c_.d_model));
+  }
+
+  // The first `width` columns of x [s, n] (x itself when n = width): the devices' shares of a
+  // width, gathered, less the padding of the last shares.
+  Value Unpad(const Value& x, int64_t width) {
+    const int64_t s = x.shape.dims[0], n = x.shape.dims[1];
+    return n == width ? x : b_.Slice(x, {0, 0}, {s, width});
   }
 
   // x + down(silu(gate(h)) * up(h)), h = the normalized x: each device computes its slice of
   // the hidden features and a partial down projection; one all-reduce sums them. silu(g) u is
   // written g u / (1 + exp(-g)), ending in a division for the reason RmsNorm gives.
   Value Mlp(const Value& x, const Layer& w) {
-    const int64_t s = x.shape.dims[0], f = c_.ffn / p_;
+    const int64_t s = x.shape.dims[0], f = split_.ffn;
     Value h = RmsNorm(x, w.ffn_norm);
     Value gu = Linear(h, w.wgu, TypeOf(&NativeWeights::wgu), w.index);
     Value gate = b_.Slice(gu, {0, 0}, {s, f});
@@ -385,12 +414,20 @@ class Emitter {
     Value logits;       // f32[s, vocab / P], this device's columns of the vocabulary
   };
   // The logits of x [s, d] and each row's greedy token: each device scores its vocabulary rows
-  // and proposes its best per row; one all-gather of the proposals, and every device picks
-  // the same.
+  // (of token_embd, or of output when untied; padding rows masked) and proposes its best per
+  // row; one all-gather of the proposals, and every device picks the same.
   Head Logits(const Value& x) {
-    const int64_t rows = c_.vocab / p_, s = x.shape.dims[0];
+    const int64_t rows = split_.vocab, s = x.shape.dims[0];
     Value h = RmsNorm(x, W("output_norm"));
-    Value scores = Linear(h, W("token_embd"), TypeOf(&NativeWeights::token_embd), b_.I32(0));
+    Value scores = c_.tied_embeddings
+                       ? Linear(h, W("token_embd"), TypeOf(&NativeWeights::token_embd), b_.I32(0))
+                       : Linear(h, W("output"), TypeOf(&NativeWeights::output), b_.I32(0));
+    if (split_.padded_vocab() != c_.vocab) {
+      Value ids = b_.Add(b_.Iota(I32({s, rows}), 1),
+                         b_.Broadcast(b_.Mul(pid_, b_.I32(rows)), {s, rows}, {}));
+      Value real = b_.Compare(ids, b_.Splat(double(c_.vocab), I32({s, rows})), "LT");
+      scores = b_.Select(real, scores, b_.Splat(kMasked, F32({s, rows})));
+    }
     Builder::MaxAndIndex best = b_.ArgMax(scores, 1);
     Value index = b_.Add(best.index, b_.Broadcast(b_.Mul(pid_, b_.I32(rows)), {s}, {}));
     if (p_ == 1) return Head{index, scores};
@@ -413,6 +450,7 @@ class Emitter {
 
   const LlamaConfig& c_;
   const int64_t p_;
+  const ModelSplit split_;
   const MatmulOrder order_;
   Builder b_;
   Value pid_;
@@ -449,7 +487,7 @@ absl::StatusOr<LlamaProgram> Assemble(std::string name, int64_t partitions, Modu
 
 absl::Status CheckShape(const LlamaConfig& c, const ProgramShape& shape, int64_t size,
                         const char* what) {
-  SHARDRT_RETURN_IF_ERROR(CheckPartitions(c, shape.partitions));
+  SHARDRT_RETURN_IF_ERROR(SplitOf(c, shape.partitions).status());
   const int64_t p = shape.partitions;
   if (shape.cache_len < p || shape.cache_len % p != 0 || shape.cache_len > c.context) {
     return absl::InvalidArgumentError(
@@ -471,7 +509,7 @@ absl::Status CheckShape(const LlamaConfig& c, const ProgramShape& shape, int64_t
 
 // Declares the weights as parameters from index `first` and enters them.
 void EnterWeights(Emitter& e, const LlamaConfig& c, ModuleSpec& sig) {
-  for (const ArraySpec& spec : WeightSpecs(c)) {
+  for (const ArraySpec& spec : WeightSpecs(c, e.split())) {
     const int64_t index = int64_t(sig.parameters.size());
     sig.parameters.push_back(spec);
     e.SetWeight(spec.name, e.Enter(index, spec));
@@ -518,7 +556,7 @@ absl::StatusOr<LlamaProgram> EmitPrefillChunk(const LlamaConfig& c, const Progra
   sig.parameters = caches;
   for (const char* name : {"start", "length", "row"}) sig.parameters.push_back(S32(name, {}));
   sig.parameters.insert(sig.parameters.begin() + ChunkParameter::kTokens, S32("tokens", {s}));
-  sig.outputs = Outputs(caches, 1, c.vocab);
+  sig.outputs = Outputs(caches, 1, SplitOf(c, p)->padded_vocab());
   sig.aliases = {{0, 0}, {1, 1}};
 
   Emitter e(c, p);
@@ -613,7 +651,7 @@ absl::StatusOr<LlamaProgram> EmitDecode(const LlamaConfig& c, const ProgramShape
   sig.parameters = caches;
   sig.parameters.push_back(S32("tokens", {batch}));
   sig.parameters.push_back(S32("positions", {batch}));
-  sig.outputs = Outputs(caches, batch, c.vocab);
+  sig.outputs = Outputs(caches, batch, SplitOf(c, p)->padded_vocab());
   sig.aliases = {{0, 0}, {1, 1}};
 
   // Each token's products sum in the order they have alone: a sequence's tokens do not depend

@@ -8,7 +8,7 @@
 //     Zeros: R empty rows.
 //
 //   chunk(k_cache, v_cache, tokens s32[C], start s32[], length s32[], row s32[], W...)
-//       -> (k_cache, v_cache, next_tokens s32[1], logits f32[1, vocab])
+//       -> (k_cache, v_cache, next_tokens s32[1], logits f32[1, V])
 //     Runs a prompt's chunk tokens[0, length) at positions start..start+length-1 of row `row`
 //     (start a multiple of P; tokens past `length` are padding: computed, never attended to by
 //     real positions, overwritten later). Its queries attend to the row's cached positions
@@ -18,12 +18,14 @@
 //     ties). A prompt is a sequence of chunks, so its activations never exceed one chunk's.
 //
 //   decode(k_cache, v_cache, tokens s32[B], positions s32[B], W...)
-//       -> (k_cache, v_cache, next_tokens s32[B], logits f32[B, vocab])
+//       -> (k_cache, v_cache, next_tokens s32[B], logits f32[B, V])
 //     Runs B tokens, token b in row b (B <= R) at positions[b]: it attends to its row's
 //     positions before it and to itself, then its key and value are written there. A position
 //     of -1 is an idle row: nothing is written, its outputs are meaningless. Each token's
 //     result has the same bits at any B (the products sum per row, MatmulOrder::kPerRow).
 //
+// V is the vocabulary padded to P equal shares (ModelSplit::padded_vocab(): the vocabulary
+// itself when P divides it); the padding columns' logits are masked (-1e30) and never chosen.
 // The caches are donated by chunk and decode (parameters 0 and 1 alias outputs 0 and 1).
 // W = WeightSpecs(config) (the layers' weights stacked, layer first). Each program is one
 // loop (stablehlo.while) over the layers that slices the layer's weights out of the stacked

@@ -306,7 +306,8 @@ absl::Status Scheduler::Impl::Prefill(Job& job, int64_t most) {
   int32_t token = 0;
   if (job.sampler.has_value()) {
     SHARDRT_ASSIGN_OR_RETURN(std::vector<float> logits,
-                             llama::HostValues<float>(state.runtime->client(), out.logits));
+                             llama::HostLogits(state.runtime->client(), out.logits,
+                                               state.config.vocab));
     token = job.sampler->Sample(logits);
   } else {
     SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> next,
@@ -345,7 +346,7 @@ absl::Status Scheduler::Impl::Decode() {
   SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> next, llama::HostValues<int32_t>(client, out.next_tokens));
   std::vector<float> logits;
   if (sampling) {
-    SHARDRT_ASSIGN_OR_RETURN(logits, llama::HostValues<float>(client, out.logits));
+    SHARDRT_ASSIGN_OR_RETURN(logits, llama::HostLogits(client, out.logits, state.config.vocab));
   }
   {
     MutexLock lock(mu);

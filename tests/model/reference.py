@@ -1,7 +1,11 @@
 """An independent NumPy implementation of the Llama architecture, on weights dequantized by the
-gguf package, written the way Hugging Face transformers' LlamaForCausalLM computes (f32):
-Q and K rows are put back in Hugging Face's order (undoing the GGUF converter's permutation) and
-rotated with rotate_half, attention is plain softmax over all positions so far.
+gguf package, written the way Hugging Face transformers' LlamaForCausalLM and Qwen2ForCausalLM
+compute (f32): for `llama` files Q and K rows are put back in Hugging Face's order (undoing the
+GGUF converter's permutation; `qwen2` files keep that order), rotated with rotate_half, attention
+is plain softmax over all positions so far. `qwen2` adds the q, k and v biases. Metadata
+defaults are transformers' / llama.cpp's: rope base 10000, as many key/value heads as heads, the
+head size from the width; Llama 3.1's rope_freqs.weight divides the frequencies; an untied
+output.weight makes the logits.
 
     model = Reference(path)
     tokens, logits = model.greedy(prompt_ids, n)   # n generated ids and the logits of each
@@ -25,13 +29,18 @@ class Reference:
         def value(key):
             return f[key].contents()
 
-        self.n_layers = int(value("llama.block_count"))
-        self.d = int(value("llama.embedding_length"))
-        self.n_heads = int(value("llama.attention.head_count"))
-        self.n_kv = int(value("llama.attention.head_count_kv"))
-        self.hd = self.d // self.n_heads
-        self.eps = np.float32(value("llama.attention.layer_norm_rms_epsilon"))
-        base = np.float32(value("llama.rope.freq_base"))
+        def get(key, default):
+            return value(key) if key in f else default
+
+        self.arch = value("general.architecture")
+        a = self.arch + "."
+        self.n_layers = int(value(a + "block_count"))
+        self.d = int(value(a + "embedding_length"))
+        self.n_heads = int(value(a + "attention.head_count"))
+        self.n_kv = int(get(a + "attention.head_count_kv", self.n_heads))
+        self.hd = int(get(a + "attention.key_length", self.d // self.n_heads))
+        self.eps = np.float32(value(a + "attention.layer_norm_rms_epsilon"))
+        base = np.float32(get(a + "rope.freq_base", 10000.0))
         self.inv_freq = (1.0 / (base ** (np.arange(0, self.hd, 2, dtype=np.float32)
                                          / np.float32(self.hd)))).astype(np.float32)
         w = {}
@@ -39,10 +48,18 @@ class Reference:
             a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
             w[t.name] = a.reshape([int(x) for x in reversed(t.shape)])
         self.w = w
-        for i in range(self.n_layers):
-            p = f"blk.{i}."
-            w[p + "attn_q.weight"] = _unpermute(w[p + "attn_q.weight"], self.n_heads)
-            w[p + "attn_k.weight"] = _unpermute(w[p + "attn_k.weight"], self.n_kv)
+        if "rope_freqs.weight" in w:
+            self.inv_freq = (self.inv_freq / w["rope_freqs.weight"]).astype(np.float32)
+        self.output = w.get("output.weight", w["token_embd.weight"])
+        self.bias = "blk.0.attn_q.bias" in w
+        if self.arch == "llama":
+            for i in range(self.n_layers):
+                p = f"blk.{i}."
+                w[p + "attn_q.weight"] = _unpermute(w[p + "attn_q.weight"], self.n_heads)
+                w[p + "attn_k.weight"] = _unpermute(w[p + "attn_k.weight"], self.n_kv)
+                if self.bias:
+                    w[p + "attn_q.bias"] = _unpermute(w[p + "attn_q.bias"], self.n_heads)
+                    w[p + "attn_k.bias"] = _unpermute(w[p + "attn_k.bias"], self.n_kv)
 
     def _norm(self, x, g):
         var = np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32)
@@ -68,9 +85,12 @@ class Reference:
         for i in range(self.n_layers):
             p = f"blk.{i}."
             h = self._norm(x, w[p + "attn_norm.weight"])
-            q = (h @ w[p + "attn_q.weight"].T).reshape(s, self.n_heads, self.hd)
-            k = (h @ w[p + "attn_k.weight"].T).reshape(s, self.n_kv, self.hd)
-            v = (h @ w[p + "attn_v.weight"].T).reshape(s, self.n_kv, self.hd)
+            q, k, v = (h @ w[p + f"attn_{n}.weight"].T for n in "qkv")
+            if self.bias:
+                q, k, v = (y + w[p + f"attn_{n}.bias"] for y, n in zip((q, k, v), "qkv"))
+            q = q.reshape(s, self.n_heads, self.hd)
+            k = k.reshape(s, self.n_kv, self.hd)
+            v = v.reshape(s, self.n_kv, self.hd)
             q, k = self._rope(q, pos), self._rope(k, pos)
             if len(cache) <= i:
                 cache.append([k, v])
@@ -95,7 +115,7 @@ class Reference:
             act = gate / (np.float32(1) + np.exp(-gate)) * up
             x = (x + act @ w[p + "ffn_down.weight"].T).astype(np.float32)
         h = self._norm(x[-1:], w["output_norm.weight"])
-        return (h @ w["token_embd.weight"].T)[0]
+        return (h @ self.output.T)[0]
 
     def greedy(self, prompt, n, stop=()):
         """Up to n greedy tokens after `prompt` (ending after a token in `stop`), and the logits

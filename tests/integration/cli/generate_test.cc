@@ -138,8 +138,6 @@ TEST_F(GenerateTest, BadFlagsAndFilesAreOneLine) {
                    "flag --temperature: expected a number in [0, 100], got '-1'");
   ExpectCleanError(m + " --prompt a --system s", "--system needs --chat");
   ExpectCleanError(m + " --prompt a --logits-out=", "flag --logits-out: empty path");
-  ExpectCleanError(m + " --prompt a --devices 5",
-                   "devices 5: the query width (heads x head dim) 576 does not split into 5");
   ExpectCleanError(m + " --prompt a --compile-only --compile-cache off",
                    "--compile-only needs a compile cache");
   ExpectCleanError(m + " --prompt a --attention-block 12",

@@ -135,9 +135,8 @@ TEST(LlamaProgramTest, OneDeviceHasNoSpmdAtAll) {
 
 TEST(LlamaProgramTest, RefusesSizesThatDoNotSplitOrFit) {
   const LlamaConfig c = SmallConfig(1);
-  EXPECT_THAT(Refusal(EmitDecode(c, {.partitions = 5, .cache_len = 320, .block = 320})),
-              HasSubstr("devices 5: the query width (heads x head dim) 576 does not split into 5 "
-                        "equal slices"));
+  EXPECT_THAT(Refusal(EmitDecode(c, {.partitions = 0, .cache_len = 320, .block = 320})),
+              HasSubstr("devices 0: expected >= 1"));
   EXPECT_THAT(Refusal(EmitDecode(c, {.partitions = 8, .cache_len = 256, .block = 512})),
               HasSubstr("attention block 512: expected a multiple of 8 devices within the cache "
                         "length 256"));
@@ -151,6 +150,29 @@ TEST(LlamaProgramTest, RefusesSizesThatDoNotSplitOrFit) {
   EXPECT_THAT(Refusal(EmitDecode(c, {.partitions = 8, .cache_len = 256, .rows = 2, .block = 64,
                                      .batch = 4})),
               HasSubstr("batch of 4 over 2 cache rows: expected 1 <= batch <= rows"));
+}
+
+// Widths that do not divide over the devices are padded to equal shares: 5 devices hold 116
+// query, 39 key/value and 320 feed-forward features each (576, 192 and 1536 rounded up, the
+// last to whole 32-value blocks) and 9831 vocabulary rows; the logits are 5 x 9831 wide.
+TEST(LlamaProgramTest, WidthsThatDoNotDivideArePaddedToEqualShares) {
+  LlamaConfig c = SmallConfig(2);
+  c.ffn_block = 32;
+  absl::StatusOr<LlamaProgram> decode =
+      EmitDecode(c, {.partitions = 5, .cache_len = 320, .block = 320});
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  auto dims_of = [&](const std::string& name) {
+    for (const ArraySpec& spec : decode->parameters) {
+      if (spec.name == name) return spec.dims;
+    }
+    return std::vector<int64_t>{};
+  };
+  EXPECT_EQ(dims_of("wqkv"), (std::vector<int64_t>{2, 5 * (116 + 2 * 39), 576}));
+  EXPECT_EQ(dims_of("wo"), (std::vector<int64_t>{2, 5 * 116, 576}));
+  EXPECT_EQ(dims_of("wgu"), (std::vector<int64_t>{2, 5 * 2 * 320, 576}));
+  EXPECT_EQ(dims_of("wdown"), (std::vector<int64_t>{2, 576, 5 * 320}));
+  EXPECT_EQ(dims_of("token_embd"), (std::vector<int64_t>{5 * 9831, 576}));
+  EXPECT_EQ(decode->outputs[ProgramOutput::kLogits].dims, (std::vector<int64_t>{1, 5 * 9831}));
 }
 
 }  // namespace
