@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-dev
   libabsl-dev libprotobuf-dev protobuf-compiler libeigen3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libicu-dev libssl-dev
   libcpp-httplib-dev nlohmann-json3-dev
   python3 python3-dev python3-pip python3-venv unzip ca-certificates curl
 )

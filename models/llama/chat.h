@@ -8,7 +8,9 @@
 // template that is not ChatML is refused.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -26,6 +28,12 @@ struct ChatFormat {
 // Reads the format from the file's tokenizer.chat_template. Errors: NotFound without a
 // template; InvalidArgument for a template that is not ChatML, naming the file.
 [[nodiscard]] absl::StatusOr<ChatFormat> ReadChatFormat(const GgufFile& file);
+
+// The token ids that end a model's turn or text: tokenizer.ggml.eos_token_id and
+// eot_token_id, and the tokens <|im_end|>, <|endoftext|> and <|eot_id|> where the vocabulary
+// has them (from tokenizer.ggml.tokens, without making the tokenizer); ids out of the token
+// list's range and keys of the wrong type are left out. Thread-safe (reads the file).
+std::vector<int32_t> ModelStopTokens(const GgufFile& file);
 
 // A one-turn conversation as text: the system turn (`system`, or the default when empty), the
 // user's `prompt`, and the opening of the assistant's turn. Thread-safe (pure).

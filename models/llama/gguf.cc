@@ -660,6 +660,25 @@ absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(absl::string_view key
   return result;
 }
 
+absl::StatusOr<std::vector<float>> GgufFile::GetFloatArray(absl::string_view key) const {
+  SHARDRT_ASSIGN_OR_RETURN(
+      const Value* value,
+      FindTyped(key, "an array of float32 or float64", [](uint32_t type, uint32_t e) {
+        return type == kArray && (e == kF32 || e == kF64);
+      }));
+  std::vector<float> result(value->count);  // Parse bounded it by the file's size / stride
+  for (uint64_t i = 0; i < value->count; ++i) {
+    if (value->element_type == kF32) {
+      std::memcpy(&result[i], data_ + value->offset + i * 4, 4);
+    } else {
+      double v;
+      std::memcpy(&v, data_ + value->offset + i * 8, 8);
+      result[i] = static_cast<float>(v);
+    }
+  }
+  return result;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tensors
 

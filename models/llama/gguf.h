@@ -87,6 +87,8 @@ class GgufFile {
   [[nodiscard]] absl::StatusOr<std::vector<std::string>> GetStringArray(
       absl::string_view key) const;
   [[nodiscard]] absl::StatusOr<std::vector<int64_t>> GetIntArray(absl::string_view key) const;
+  // An array of float32 or float64 values, as float (e.g. tokenizer.ggml.scores).
+  [[nodiscard]] absl::StatusOr<std::vector<float>> GetFloatArray(absl::string_view key) const;
   bool HasKey(absl::string_view key) const;
   // The metadata keys, in file order.
   std::vector<std::string> MetadataKeys() const;

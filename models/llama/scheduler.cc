@@ -155,7 +155,9 @@ absl::Status Scheduler::Submit(GenerateRequest request, TokenCallback on_token,
   job->on_token = std::move(on_token);
   job->on_done = std::move(on_done);
   job->prompt = std::move(prompt);
-  job->stream = std::make_unique<llama::TokenStream>(*impl_->state.tokenizer, job->request,
+  SHARDRT_ASSIGN_OR_RETURN(const llama::Tokenizer* tokenizer,
+                           impl_->state.TextFor(job->request));
+  job->stream = std::make_unique<llama::TokenStream>(tokenizer, job->request,
                                                      impl_->state.StopTokens(job->request.stop),
                                                      job->on_token);
   if (job->request.sampling.temperature > 0) job->sampler.emplace(job->request.sampling);

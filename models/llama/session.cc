@@ -91,17 +91,17 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(Runtime& runtime,
   if (options.weights == WeightFormat::kNative) {
     SHARDRT_RETURN_IF_ERROR(llama::RegisterModelKernels(runtime));
   }
-  SHARDRT_ASSIGN_OR_RETURN(state->tokenizer, llama::Tokenizer::FromGguf(*state->file));
-  state->chat_format = llama::ReadChatFormat(*state->file);
-  for (const char* stop : {"<|im_end|>", "<|endoftext|>"}) {
-    if (int32_t id = state->tokenizer->TokenId(stop); id >= 0) {
-      state->model_stop_tokens.push_back(id);
-    }
+  {
+    // Only the tokenizer's data is read now; it is made when text is first needed.
+    MutexLock tokenizer_lock(state->tokenizer_mu);
+    state->tokenizer_data = llama::ReadTokenizerData(*state->file);
   }
-  if (state->tokenizer->eos_id() >= 0) state->model_stop_tokens.push_back(state->tokenizer->eos_id());
+  state->chat_format = llama::ReadChatFormat(*state->file);
+  state->model_stop_tokens = llama::ModelStopTokens(*state->file);
 
   const llama::LlamaConfig& c = state->config;
-  state->info = ModelInfo{.architecture = "llama",
+  state->info = ModelInfo{.architecture = c.architecture == llama::Architecture::kQwen2 ? "qwen2"
+                                                                                : "llama",
                           .name = state->file->GetString("general.name").value_or(""),
                           .vocab = c.vocab,
                           .context = c.context,
@@ -156,12 +156,48 @@ int64_t Session::context_length() const {
 }
 bool Session::loaded() const { return state_->loaded.load(std::memory_order_acquire); }
 
+absl::StatusOr<const llama::Tokenizer*> Session::State::Tokenizer() const {
+  MutexLock lock(tokenizer_mu);
+  if (tokenizer == nullptr && tokenizer_error.ok()) {
+    if (!tokenizer_data.ok()) {
+      tokenizer_error = tokenizer_data.status();
+    } else {
+      absl::StatusOr<std::unique_ptr<llama::Tokenizer>> made =
+          llama::Tokenizer::Create(*std::move(tokenizer_data));
+      if (made.ok()) {
+        tokenizer = *std::move(made);
+      } else {
+        tokenizer_error = made.status();
+      }
+      tokenizer_data = absl::FailedPreconditionError("the tokenizer's data was used");
+    }
+  }
+  if (tokenizer == nullptr) return tokenizer_error;
+  return tokenizer.get();
+}
+
+absl::StatusOr<const llama::Tokenizer*> Session::State::TextFor(
+    const GenerateRequest& request) const {
+  absl::StatusOr<const llama::Tokenizer*> tokenizer = Tokenizer();
+  if (tokenizer.ok()) return tokenizer;
+  if (!request.prompt.empty() || !request.stop.strings.empty()) {
+    return absl::Status(tokenizer.status().code(),
+                        absl::StrCat("the request needs text (a text prompt or stop strings): ",
+                                     tokenizer.status().message()));
+  }
+  return nullptr;
+}
+
+absl::Status Session::TextStatus() const { return state_->Tokenizer().status(); }
+
 absl::StatusOr<std::vector<int32_t>> Session::Tokenize(std::string_view text) const {
-  return state_->tokenizer->Encode(absl::string_view(text.data(), text.size()));
+  SHARDRT_ASSIGN_OR_RETURN(const llama::Tokenizer* tokenizer, state_->Tokenizer());
+  return tokenizer->Encode(absl::string_view(text.data(), text.size()));
 }
 
 absl::StatusOr<std::string> Session::Detokenize(std::span<const int32_t> tokens) const {
-  return state_->tokenizer->Decode(absl::MakeConstSpan(tokens.data(), tokens.size()));
+  SHARDRT_ASSIGN_OR_RETURN(const llama::Tokenizer* tokenizer, state_->Tokenizer());
+  return tokenizer->Decode(absl::MakeConstSpan(tokens.data(), tokens.size()));
 }
 
 absl::StatusOr<std::string> Session::ApplyChatTemplate(
@@ -200,7 +236,14 @@ absl::StatusOr<std::vector<int32_t>> Session::PromptTokens(const GenerateRequest
                                                            ? std::span(turns + 1, 1)
                                                            : std::span(turns, 2)));
     }
-    SHARDRT_ASSIGN_OR_RETURN(tokens, Tokenize(text));
+    SHARDRT_ASSIGN_OR_RETURN(const llama::Tokenizer* tokenizer, state_->Tokenizer());
+    SHARDRT_ASSIGN_OR_RETURN(tokens, tokenizer->Encode(absl::string_view(text.data(), text.size())));
+    // A model that expects BOS first (SentencePiece-style files, Llama 3) gets it, unless the
+    // chat template already wrote it.
+    if (tokenizer->add_bos() && tokenizer->bos_id() >= 0 &&
+        (tokens.empty() || tokens.front() != tokenizer->bos_id())) {
+      tokens.insert(tokens.begin(), tokenizer->bos_id());
+    }
   }
   SHARDRT_RETURN_IF_ERROR(llama::CheckPrompt(tokens, state_->config.vocab));
   return tokens;
@@ -273,7 +316,8 @@ absl::StatusOr<GenerateResult> Session::Generate(const GenerateRequest& request,
   options.keep_logits = request.logits == LogitsOutput::kKeep;
   options.stop_tokens = state_->StopTokens(request.stop);
 
-  llama::TokenStream stream(*state_->tokenizer, request, options.stop_tokens, on_token);
+  SHARDRT_ASSIGN_OR_RETURN(const llama::Tokenizer* tokenizer, state_->TextFor(request));
+  llama::TokenStream stream(tokenizer, request, options.stop_tokens, on_token);
   absl::Status stream_status;
   auto on_model_token = [&](int32_t token) -> bool {
     absl::StatusOr<bool> more = stream.Push(token);

@@ -8,13 +8,15 @@
 
 namespace shardrt::llama {
 
-TokenStream::TokenStream(const Tokenizer& tokenizer, const llm::GenerateRequest& request,
+TokenStream::TokenStream(const Tokenizer* tokenizer, const llm::GenerateRequest& request,
                          std::vector<int32_t> stop_tokens, const llm::TokenCallback& on_token)
     : request_(request),
       stop_tokens_(std::move(stop_tokens)),
       on_token_(on_token),
-      decoder_(tokenizer),
-      text_(request.stop.strings) {}
+      text_(request.stop.strings) {
+  // The tokens continue the prompt: a leading space of their text is kept.
+  if (tokenizer != nullptr) decoder_.emplace(*tokenizer, StreamDecoder::Position::kContinuation);
+}
 
 bool TokenStream::cancelled() const {
   return request_.cancel != nullptr && request_.cancel->cancelled();
@@ -35,12 +37,12 @@ absl::StatusOr<bool> TokenStream::Push(int32_t token) {
   const bool stop_token =
       std::find(stop_tokens_.begin(), stop_tokens_.end(), token) != stop_tokens_.end();
   const bool last = stop_token || index + 1 >= request_.max_tokens;
-  if (!stop_token) {  // a stop token adds no text
-    absl::StatusOr<std::string> piece = decoder_.Push(token);
+  if (!stop_token && decoder_.has_value()) {  // a stop token adds no text
+    absl::StatusOr<std::string> piece = decoder_->Push(token);
     if (!piece.ok()) return piece.status();
     text_.Append(*piece);
   }
-  if (last) text_.Append(utf8::ReplaceInvalidUtf8(decoder_.Finish()));
+  if (last && decoder_.has_value()) text_.Append(utf8::ReplaceInvalidUtf8(decoder_->Finish()));
   const bool stop_string = text_.stopped();
   const std::string piece = text_.Release(last);
   if (stop_token) reason_ = llm::FinishReason::kStopToken;

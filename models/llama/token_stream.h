@@ -21,9 +21,9 @@ namespace shardrt::llama {
 class TokenStream {
  public:
   // `stop_tokens`: every token id that ends the generation (the model's, when the request
-  // keeps them, and the request's). Borrows `tokenizer`, `request` and `on_token` (may be
-  // null), which must outlive the stream.
-  TokenStream(const Tokenizer& tokenizer, const llm::GenerateRequest& request,
+  // keeps them, and the request's). Borrows `tokenizer` (null: no text; every event's text is
+  // empty), `request` and `on_token` (may be null), which must outlive the stream.
+  TokenStream(const Tokenizer* tokenizer, const llm::GenerateRequest& request,
               std::vector<int32_t> stop_tokens, const llm::TokenCallback& on_token);
 
   // Whether the request's Cancellation is raised; once it is, Push ends the generation.
@@ -47,7 +47,7 @@ class TokenStream {
   const llm::GenerateRequest& request_;
   const std::vector<int32_t> stop_tokens_;
   const llm::TokenCallback& on_token_;
-  StreamDecoder decoder_;
+  std::optional<StreamDecoder> decoder_;  // none without a tokenizer
   StopText text_;
   std::vector<int32_t> tokens_;
   std::optional<llm::FinishReason> reason_;

@@ -63,7 +63,17 @@ std::string ReplaceInvalidUtf8(absl::string_view s) {
        bad = FindInvalidUtf8(s)) {
     out.append(s.data(), bad);
     out.append("\xEF\xBF\xBD");
-    s.remove_prefix(bad + 1);
+    // The maximal subpart: a lead byte and the bytes after it that could still continue its
+    // sequence (Unicode's recommended practice, as Python's and Rust's lossy decoders).
+    const auto lead = static_cast<uint8_t>(s[bad]);
+    const int n = SequenceLength(lead);
+    size_t length = 1;
+    while (n >= 2 && length < static_cast<size_t>(n) && bad + length < s.size()) {
+      const auto c = static_cast<uint8_t>(s[bad + length]);
+      if (length == 1 ? !ValidSecondByte(lead, c) : !IsContinuation(c)) break;
+      ++length;
+    }
+    s.remove_prefix(bad + length);
   }
   out.append(s.data(), s.size());
   return out;

@@ -26,7 +26,10 @@ size_t ValidSequencePrefix(absl::string_view s, size_t pos, int n);
 // The offset of the first byte that does not belong to a valid UTF-8 sequence, or npos.
 size_t FindInvalidUtf8(absl::string_view s);
 
-// `s` with every byte that does not belong to a valid sequence replaced by U+FFFD.
+// `s` with each maximal invalid subpart (a byte that starts no sequence, or a lead byte and
+// the bytes after it that begin its sequence validly but do not complete it) replaced by one
+// U+FFFD: Unicode's recommended practice, as Python's and Rust's lossy decoders (and so Hugging
+// Face tokenizers' decode) do.
 std::string ReplaceInvalidUtf8(absl::string_view s);
 
 }  // namespace shardrt::llama::utf8

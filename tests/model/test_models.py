@@ -4,8 +4,12 @@ weights: for each file, the greedy tokens on 1 and 8 devices (and on f32 weights
 equal those of the independent NumPy reference (reference.py) on the gguf package's
 dequantized weights, and every step's logits agree with the reference's within a tolerance.
 
-Each file takes the tokenizer of the real model (its vocabulary, merges and pre-tokenizer), so
-the prompts are token ids (--prompt-tokens) drawn from it. The cases cover: head sizes 16, 32
+Most files take the tokenizer of the real model (its vocabulary and merges, with the pre-
+tokenizer `smollm`, `qwen2` or `llama-bpe`); one takes test_tokenizers.py's synthetic
+SentencePiece-style (`llama`) vocabulary. The runs' prompts are token ids (--prompt-tokens) drawn
+from the vocabulary; one more run per file (8 devices) takes a text prompt, whose tokens must be
+Hugging Face's (BOS first where the tokenizer adds one) and whose text the decoding of Hugging
+Face's tokenizer (or transformers' GGUF tokenizer) of the generated tokens. The cases cover: head sizes 16, 32
 and 64; multi-head, grouped-query and multi-query attention; tied and untied outputs;
 metadata that leaves out rope.freq_base, vocab_size, rope.dimension_count and head_count_kv
 (their defaults); rope base 500000 with Llama 3.1's rope_freqs.weight; the `qwen2`
@@ -29,6 +33,7 @@ import gguf
 from gguf import GGMLQuantizationType as T
 
 from reference import Reference
+import test_tokenizers as tok_tests
 
 # Largest |shardrt - reference| allowed for any logit, relative to the largest |logit| of the
 # step. The files' logits span a few tens; f32 with another summation order (and the kernels'
@@ -45,15 +50,15 @@ CASES = [
                               output=T.Q8_0),
          omit=("rope.freq_base", "vocab_size", "rope.dimension_count", "head_count_kv"),
          f32=False),
-    dict(name="llama-f16-gqa-ffn640-rope500k-freqs", arch="llama", d=256, heads=8, kv=2,
+    dict(name="llama-f16-gqa-ffn640-rope500k-freqs", arch="llama", spm=True, d=256, heads=8, kv=2,
          ffn=640, layers=2, types=dict(embd=T.F16, qkv=T.F16, o=T.F16, gu=T.F16, down=T.F16,
                                        output=None),
          rope_base=500000.0, rope_freqs=True, eps=1e-6, f32=True),
-    dict(name="qwen2-q4_0-q5_0-q5_1-biases", arch="qwen2", d=128, heads=4, kv=2, ffn=512,
+    dict(name="qwen2-q4_0-q5_0-q5_1-biases", arch="qwen2", pre="qwen2", d=128, heads=4, kv=2, ffn=512,
          layers=2, types=dict(embd=T.Q8_0, qkv=T.Q4_0, o=T.Q5_0, gu=T.Q5_1, down=T.Q4_1,
                               output=T.Q8_0),
          rope_base=1000000.0, eps=1e-6, f32=True),
-    dict(name="llama-bf16-mqa-hd16", arch="llama", d=128, heads=8, kv=1, ffn=384, layers=2,
+    dict(name="llama-bf16-mqa-hd16", arch="llama", pre="llama-bpe", d=128, heads=8, kv=1, ffn=384, layers=2,
          types=dict(embd=T.BF16, qkv=T.BF16, o=T.BF16, gu=T.BF16, down=T.F32, output=None),
          f32=False),
     dict(name="llama-q4_k-q6_k-hd64-ffn1280", arch="llama", d=256, heads=4, kv=4, ffn=1280, layers=2,
@@ -101,6 +106,28 @@ def add_matrix(writer, rng, name, rows, cols, qtype, std):
         writer.add_tensor(name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)
 
 
+def spm_tokenizer():
+    """A SentencePiece-style (`llama`) tokenizer: test_tokenizers.py's synthetic vocabulary
+    (<unk>, <s>, </s>, the byte tokens, a small trained BPE with scores)."""
+    trained = tok_tests.spm_vocabulary()
+    tokens, types, scores = ["<unk>", "<s>", "</s>"], [2, 3, 3], [0.0, 0.0, 0.0]
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        types.append(6)
+        scores.append(0.0)
+    present = set(tokens)
+    for rank, t in enumerate(trained):
+        if t not in present:
+            present.add(t)
+            tokens.append(t)
+            types.append(1)
+            scores.append(-float(rank))
+    return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.token_type": types, "tokenizer.ggml.scores": scores,
+            "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
+            "tokenizer.ggml.unknown_token_id": 0}
+
+
 def write_model(path, case, tokenizer_fields, seed, extra=None, drop=None):
     rng = np.random.default_rng(seed)
     arch, d, heads, ffn, layers = case["arch"], case["d"], case["heads"], case["ffn"], case["layers"]
@@ -108,7 +135,7 @@ def write_model(path, case, tokenizer_fields, seed, extra=None, drop=None):
     hd = case.get("hd", d // heads)
     types = case["types"]
     omit = case.get("omit", ())
-    vocab = case.get("vocab", len(tokenizer_fields["tokenizer.ggml.tokens"]))
+    vocab = case.get("vocab") or len(tokenizer_fields["tokenizer.ggml.tokens"])
     w = gguf.GGUFWriter(path, arch)
     w.add_name(case["name"])
     w.add_block_count(layers)
@@ -131,13 +158,23 @@ def write_model(path, case, tokenizer_fields, seed, extra=None, drop=None):
     w.add_layer_norm_rms_eps(case.get("eps", 1e-5))
     if extra:
         extra(w)
-    w.add_tokenizer_model(tokenizer_fields["tokenizer.ggml.model"])
-    w.add_tokenizer_pre(tokenizer_fields["tokenizer.ggml.pre"])
-    w.add_token_list(tokenizer_fields["tokenizer.ggml.tokens"])
-    w.add_token_types(tokenizer_fields["tokenizer.ggml.token_type"])
-    w.add_token_merges(tokenizer_fields["tokenizer.ggml.merges"])
-    w.add_bos_token_id(tokenizer_fields["tokenizer.ggml.bos_token_id"])
-    w.add_eos_token_id(tokenizer_fields["tokenizer.ggml.eos_token_id"])
+    t = tokenizer_fields or {}
+    if t:
+        w.add_tokenizer_model(t["tokenizer.ggml.model"])
+    if "tokenizer.ggml.pre" in t:
+        w.add_tokenizer_pre(case.get("pre", t["tokenizer.ggml.pre"]))
+    if "tokenizer.ggml.tokens" in t:
+        w.add_token_list(t["tokenizer.ggml.tokens"])
+        w.add_token_types(t["tokenizer.ggml.token_type"])
+    if "tokenizer.ggml.merges" in t:
+        w.add_token_merges(t["tokenizer.ggml.merges"])
+    if "tokenizer.ggml.scores" in t:
+        w.add_token_scores(t["tokenizer.ggml.scores"])
+    if "tokenizer.ggml.unknown_token_id" in t:
+        w.add_unk_token_id(t["tokenizer.ggml.unknown_token_id"])
+    if "tokenizer.ggml.bos_token_id" in t:
+        w.add_bos_token_id(t["tokenizer.ggml.bos_token_id"])
+        w.add_eos_token_id(t["tokenizer.ggml.eos_token_id"])
 
     def norm(name, n):
         w.add_tensor(name, (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32))
@@ -181,16 +218,20 @@ def tokenizer_of(model):
 
 
 def run(cli, model, prompt, devices, weights, workdir):
+    """Greedy tokens, logits and --json result for `prompt` (token ids, or a text)."""
     logits_path = os.path.join(workdir, f"logits_{devices}_{weights}.npy")
     cmd = [cli, "generate", "--model", model, "--devices", str(devices), "--max-tokens",
            str(GENERATE), "--json", "--logits-out", logits_path, "--weights", weights,
-           "--compile-cache", os.path.join(workdir, "cache"),
-           "--prompt-tokens", ",".join(map(str, prompt))]
+           "--compile-cache", os.path.join(workdir, "cache")]
+    if isinstance(prompt, str):
+        cmd += ["--prompt", prompt]
+    else:
+        cmd += ["--prompt-tokens", ",".join(map(str, prompt))]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         return None, None, f"{' '.join(cmd[1:])} exited {out.returncode}: {out.stderr.strip()}"
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    return result["tokens"], np.load(logits_path), None
+    return result["tokens"], np.load(logits_path), result
 
 
 # Files shardrt must refuse: (what is changed, the writer's change, words the one-line error
@@ -241,18 +282,94 @@ def check_refusals(cli, tokenizer, workdir):
     return failures
 
 
+TEXT_PROMPT = "Hello world, the quick brown fox: 3.14 Zürich!"
+
+
+def check_text(cli, path, case, fields, reference, workdir):
+    """A text prompt through the file's own tokenizer (SentencePiece-style or byte-level BPE
+    with the case's pre-tokenizer), on 8 devices: its tokens equal Hugging Face's (BOS first
+    where the tokenizer adds it), the generated tokens the NumPy reference's, and the text
+    Hugging Face's decoding of them after the prompt."""
+    label = f"{case['name']}: text prompt"
+    if fields["tokenizer.ggml.model"] == "llama":
+        hf = tok_tests.spm_reference(os.path.dirname(path), os.path.basename(path))
+        expected = hf.encode(TEXT_PROMPT, add_special_tokens=True)
+        decode = lambda ids: hf.decode(ids, skip_special_tokens=True)
+    else:
+        pre = case.get("pre", fields["tokenizer.ggml.pre"])
+        hf = tok_tests.gpt2_reference(pre, fields["tokenizer.ggml.tokens"],
+                                      fields["tokenizer.ggml.token_type"],
+                                      fields["tokenizer.ggml.merges"])
+        expected = hf.encode(TEXT_PROMPT, add_special_tokens=False).ids
+        if pre == "llama-bpe":  # Llama 3's tokenizer starts every prompt with BOS
+            expected = [int(fields["tokenizer.ggml.bos_token_id"])] + expected
+        decode = lambda ids: hf.decode(ids, skip_special_tokens=True)
+    tokens, _, result = run(cli, path, TEXT_PROMPT, 8, "native", workdir)
+    if isinstance(result, str):
+        return [f"{label}: {result}"]
+    failures = []
+    if result["prompt_tokens"] != expected:
+        failures.append(f"{label}: prompt tokens {result['prompt_tokens']} != Hugging Face's "
+                        f"{expected}")
+    stop = (int(fields["tokenizer.ggml.eos_token_id"]),)
+    ref_tokens, _ = reference.greedy(expected, GENERATE, stop)
+    if tokens != ref_tokens:
+        failures.append(f"{label}: shardrt {tokens} != reference {ref_tokens}")
+    shown = [t for t in tokens if t not in stop]
+    text = decode(expected + shown)[len(decode(expected)):]
+    if result["text"] != text:
+        failures.append(f"{label}: text {result['text']!r} != Hugging Face's {text!r}")
+    print(f"{label}: {len(expected)} prompt tokens {'equal' if result['prompt_tokens'] == expected else 'NOT equal'}"
+          f" to Hugging Face's, {len(tokens)} tokens {'equal' if tokens == ref_tokens else 'NOT equal'}"
+          f" to the reference's, text {result['text']!r}")
+    return failures
+
+
+def check_without_tokenizer(cli, tokenizer, workdir):
+    """A file with no tokenizer metadata at all runs --prompt-tokens: exit 0, the greedy tokens
+    (the reference's) printed as ids, the reason on stderr; a text prompt is a clean error."""
+    case = dict(CASES[0], vocab=len(tokenizer["tokenizer.ggml.tokens"]))
+    path = os.path.join(workdir, "no-tokenizer.gguf")
+    write_model(path, case, None, 0)
+    prompt = [5, 17, 300, 4000]
+    expected, _ = Reference(path).greedy(prompt, 6)
+    cmd = [cli, "generate", "--model", path, "--devices", "8", "--max-tokens", "6",
+           "--compile-cache", "off", "--prompt-tokens", ",".join(map(str, prompt))]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    failures = []
+    printed = out.stdout.split()
+    if out.returncode != 0 or printed != [str(t) for t in expected]:
+        failures.append(f"no tokenizer: expected exit 0 and ids {expected}, got exit "
+                        f"{out.returncode}, stdout {out.stdout!r}, stderr {out.stderr[-300:]!r}")
+    elif "no text" not in out.stderr or "tokenizer.ggml.model" not in out.stderr:
+        failures.append(f"no tokenizer: stderr does not say why there is no text: {out.stderr!r}")
+    else:
+        print(f"no tokenizer: --prompt-tokens printed {printed} (the reference's ids)")
+    cmd = [cli, "generate", "--model", path, "--devices", "1", "--compile-cache", "off",
+           "--prompt", "hi"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    lines = out.stderr.strip().splitlines()
+    if out.returncode != 1 or not lines or "tokenizer.ggml.model" not in lines[-1]:
+        failures.append(f"no tokenizer: --prompt should fail naming the key, got exit "
+                        f"{out.returncode}: {out.stderr[-300:]!r}")
+    else:
+        print(f"no tokenizer: --prompt refused: {lines[-1]}")
+    return failures
+
+
 def main(cli, real_model, only=""):
     tokenizer = tokenizer_of(real_model)
     stop = {int(tokenizer["tokenizer.ggml.eos_token_id"])}
     stop |= {i for i, t in enumerate(tokenizer["tokenizer.ggml.tokens"])
              if t in ("<|im_end|>", "<|endoftext|>")}
-    failures, worst, runs = [], 0.0, 0
+    failures, worst, runs, tokenizers = [], 0.0, 0, {}
     with tempfile.TemporaryDirectory() as workdir:
         for seed, case in enumerate(CASES):
             if only not in case["name"]:
                 continue
             path = os.path.join(workdir, case["name"] + ".gguf")
-            write_model(path, case, tokenizer, seed)
+            tokenizers[case["name"]] = spm_tokenizer() if case.get("spm") else tokenizer
+            write_model(path, case, tokenizers[case["name"]], seed)
             reference = Reference(path)
             rng = np.random.default_rng(1000 + seed)
             prompt = [int(t) for t in rng.integers(3, reference.output.shape[0], size=23)]
@@ -264,9 +381,9 @@ def main(cli, real_model, only=""):
             for devices, weights in settings:
                 runs += 1
                 label = f"{case['name']} on {devices} device(s), {weights} weights"
-                tokens, logits, error = run(cli, path, prompt, devices, weights, workdir)
-                if error:
-                    failures.append(f"{label}: {error}")
+                tokens, logits, result = run(cli, path, prompt, devices, weights, workdir)
+                if isinstance(result, str):
+                    failures.append(f"{label}: {result}")
                     continue
                 steps = min(len(logits), len(ref_logits))
                 scale = float(np.max(np.abs(ref_logits[:steps])))
@@ -279,7 +396,10 @@ def main(cli, real_model, only=""):
                 if diff > LOGIT_TOLERANCE:
                     failures.append(f"{label}: logits differ from the reference by {diff:.3g} "
                                     f"of their largest magnitude")
+            failures += check_text(cli, path, case, tokenizers[case["name"]], reference,
+                                   workdir)
         failures += check_refusals(cli, tokenizer, workdir)
+        failures += check_without_tokenizer(cli, tokenizer, workdir)
     for f in failures:
         print("FAIL:", f)
     print(f"{sum(only in c['name'] for c in CASES)} files, {runs} runs, worst relative logit difference {worst:.2e} "

@@ -224,12 +224,7 @@ def make_strings() -> list[str]:
                + CHATML)
     strings += random_strings(rng, 120)
     strings += long_strings(rng)
-    seen, out = set(), []
-    for s in strings:
-        if s not in seen:
-            seen.add(s)
-            out.append(s)
-    return out
+    return list(dict.fromkeys(strings))  # first occurrences, in order
 
 
 def parse_records(data: bytes) -> list[bytes]:

@@ -1,6 +1,7 @@
-// tokenize_tool: shardrt's tokenizer on the command line, for tests/model/test_tokenizer.py to
-// compare with Hugging Face tokenizers. Texts travel as records "LENGTH\n" followed by LENGTH
-// bytes, so that any byte, NUL included, may appear in them.
+// tokenize_tool: shardrt's tokenizer on the command line, for tests/model/test_tokenizer.py and
+// test_tokenizers.py to compare with Hugging Face tokenizers and transformers. Texts travel as
+// records "LENGTH\n" followed by LENGTH bytes, so that any byte, NUL included, may appear in
+// them.
 //
 //   tokenize_tool MODEL            stdin: text records; stdout: one line per record, its ids
 //                                  separated by spaces, or "error: MESSAGE" when Encode fails.
@@ -10,6 +11,8 @@
 //                                  StreamDecoder; stdout: one line per input line, "ok PIECES"
 //                                  when the pieces concatenate to Decode's bytes and every piece
 //                                  is valid UTF-8 where Decode's bytes are, else "mismatch ...".
+//   tokenize_tool --info MODEL     stdout: one line "model=gpt2|llama vocab=N bos=ID eos=ID
+//                                  unk=ID add_bos=0|1" (ids -1 where there is none).
 //
 // Exit status: 0 when every record was processed (an Encode error is a result, not a failure),
 // 1 on a bad command line, a model that does not load, or malformed input.
@@ -155,17 +158,26 @@ int Decode(const Tokenizer& tokenizer, bool stream) {
   return 0;
 }
 
+// Prints the tokenizer's metadata (--info).
+int Info(const Tokenizer& tokenizer) {
+  std::printf("model=%s vocab=%lld bos=%d eos=%d unk=%d add_bos=%d\n",
+              tokenizer.model() == shardrt::llama::TokenizerModel::kLlama ? "llama" : "gpt2",
+              static_cast<long long>(tokenizer.vocab_size()), tokenizer.bos_id(),
+              tokenizer.eos_id(), tokenizer.unk_id(), tokenizer.add_bos() ? 1 : 0);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string mode = "encode";
-  if (!args.empty() && (args[0] == "--decode" || args[0] == "--stream")) {
+  if (!args.empty() && (args[0] == "--decode" || args[0] == "--stream" || args[0] == "--info")) {
     mode = args[0].substr(2);
     args.erase(args.begin());
   }
   if (args.size() != 1) {
-    std::cerr << "usage: tokenize_tool [--decode | --stream] MODEL.gguf\n";
+    std::cerr << "usage: tokenize_tool [--decode | --stream | --info] MODEL.gguf\n";
     return 1;
   }
   auto file = GgufFile::Open(args[0]);
@@ -179,5 +191,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (mode == "encode") return Encode(**tokenizer);
+  if (mode == "info") return Info(**tokenizer);
   return Decode(**tokenizer, mode == "stream");
 }

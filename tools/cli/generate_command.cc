@@ -307,8 +307,8 @@ constinit const CommandDef kGenerateCommand{
     .name = "generate",
     .usage = "((--prompt TEXT | --prompt-file FILE|-) [--chat [--system TEXT]] | "
              "--prompt-tokens IDS) [flags]",
-    .summary = "Generates text with a Llama-architecture GGUF model (SmolLM2-135M-Instruct from "
-               "scripts/bootstrap.sh), tensor-parallel over N devices.",
+    .summary = "Generates text with a Llama-family GGUF model (llama or qwen2; "
+               "SmolLM2-135M-Instruct from scripts/bootstrap.sh), tensor-parallel over N devices.",
     .flags = kFlags,
     .run = GenerateCommand};
 
@@ -351,12 +351,22 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
     return reports.Finish();
   }
   SHARDRT_RETURN_IF_ERROR(LoadAndPrepare(*session, g, Since(compile_start), n));
+  // A file whose tokenizer this build cannot read runs --prompt-tokens; its tokens are printed
+  // as ids.
+  const absl::Status text = session->TextStatus();
+  if (!text.ok() && !json) {
+    std::fprintf(stderr, "no text (%s): printing token ids\n",
+                 std::string(text.message()).c_str());
+  }
   auto on_token = [&](const llm::TokenEvent& event) {
     // The prefill's memory goes soon after its token, and each step frees small temporaries:
     // trim at tokens 1, 2, 4, ..., 256 and then every 256 (a trim costs about a millisecond).
     const int64_t k = event.index + 1;
     if ((k & (k - 1)) == 0 ? k <= 256 : k % 256 == 0) malloc_trim(0);
-    if (!json && !event.text.empty()) {
+    if (!json && !text.ok()) {
+      std::printf("%s%d", event.index == 0 ? "" : " ", event.token);
+      std::fflush(stdout);
+    } else if (!json && !event.text.empty()) {
       std::fwrite(event.text.data(), 1, event.text.size(), stdout);
       std::fflush(stdout);
     }

@@ -184,11 +184,17 @@ class SHARDRT_EXPORT Session {
   // length beyond the model's context or below 0.
   [[nodiscard]] absl::Status SetContextLength(int64_t positions);
 
-  // Text to token ids (special tokens such as <|im_end|> are matched literally). Error:
-  // InvalidArgument for text over the tokenizer's limit.
+  // Whether this session has text: OK, or why not (the file's tokenizer is missing or not
+  // supported; the error names the key or model and the supported ones). The tokenizer is
+  // made the first time text is tokenized or decoded, so that a file whose tokenizer this
+  // session cannot read still runs prompt_tokens (its tokens then come without text).
+  // Thread-safe.
+  [[nodiscard]] absl::Status TextStatus() const;
+  // Text to token ids (special tokens such as <|im_end|> are matched literally; no BOS).
+  // Errors: InvalidArgument for text over the tokenizer's limit; TextStatus()'s.
   [[nodiscard]] absl::StatusOr<std::vector<int32_t>> Tokenize(std::string_view text) const;
-  // Token ids to text (bytes as the tokens hold them). Error: InvalidArgument for an id outside
-  // the vocabulary.
+  // Token ids to text (bytes as the tokens hold them). Errors: InvalidArgument for an id
+  // outside the vocabulary; TextStatus()'s.
   [[nodiscard]] absl::StatusOr<std::string> Detokenize(std::span<const int32_t> tokens) const;
   // A conversation as the model's chat template writes it, ending with the opening of the
   // assistant's turn. Errors: InvalidArgument for an empty conversation or a bad role;

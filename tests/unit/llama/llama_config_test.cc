@@ -7,23 +7,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "smol_sizes.h"
 
 namespace shardrt::llama {
 namespace {
 
-LlamaConfig SmolLike() {
-  LlamaConfig c;
-  c.vocab = 49152;
-  c.d_model = 576;
-  c.n_layers = 30;
-  c.n_heads = 9;
-  c.n_kv_heads = 3;
-  c.head_dim = 64;
-  c.ffn = 1536;
-  c.context = 8192;
-  c.ffn_block = 32;
-  return c;
-}
+LlamaConfig SmolLike() { return SmolSizes(30); }
 
 TEST(ModelSplitTest, EvenWidthsSplitExactly) {
   absl::StatusOr<ModelSplit> s = SplitOf(SmolLike(), 8);

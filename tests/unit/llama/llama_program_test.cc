@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shardrt/program/program_text.h"
+#include "smol_sizes.h"
 
 namespace shardrt::llama {
 namespace {
@@ -18,20 +19,7 @@ std::string Refusal(const absl::StatusOr<LlamaProgram>& program) {
   return program.ok() ? "" : std::string(program.status().message());
 }
 
-// SmolLM2-135M's sizes, with fewer layers.
-LlamaConfig SmallConfig(int64_t layers) {
-  LlamaConfig c;
-  c.vocab = 49152;
-  c.d_model = 576;
-  c.n_layers = layers;
-  c.n_heads = 9;
-  c.n_kv_heads = 3;
-  c.head_dim = 64;
-  c.ffn = 1536;
-  c.context = 8192;
-  c.rope_base = 100000;
-  return c;
-}
+LlamaConfig SmallConfig(int64_t layers) { return SmolSizes(layers); }
 
 int64_t Count(const std::string& text, const std::string& what) {
   int64_t n = 0;
@@ -156,8 +144,7 @@ TEST(LlamaProgramTest, RefusesSizesThatDoNotSplitOrFit) {
 // query, 39 key/value and 320 feed-forward features each (576, 192 and 1536 rounded up, the
 // last to whole 32-value blocks) and 9831 vocabulary rows; the logits are 5 x 9831 wide.
 TEST(LlamaProgramTest, WidthsThatDoNotDivideArePaddedToEqualShares) {
-  LlamaConfig c = SmallConfig(2);
-  c.ffn_block = 32;
+  const LlamaConfig c = SmallConfig(2);
   absl::StatusOr<LlamaProgram> decode =
       EmitDecode(c, {.partitions = 5, .cache_len = 320, .block = 320});
   ASSERT_TRUE(decode.ok()) << decode.status();

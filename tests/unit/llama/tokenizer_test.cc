@@ -1,7 +1,12 @@
 #include "llama/tokenizer.h"
 
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -11,6 +16,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "llama/gguf.h"
@@ -283,6 +290,13 @@ TEST(TokenizerTest, CreateErrors) {
     return tokenizer.ok() ? absl::OkStatus() : tokenizer.status();
   };
   EXPECT_EQ(error({}).code(), absl::StatusCode::kInvalidArgument);  // empty
+  // Every pre-tokenizer name this tokenizer knows.
+  for (const char* pre : {"default", "gpt2", "smollm", "llama-bpe", "llama3", "llama-v3",
+                          "qwen2"}) {
+    TokenizerData data = MakeData({.merges = {{"a", "b"}}});
+    data.pre = pre;
+    EXPECT_TRUE(error(std::move(data)).ok()) << pre;
+  }
   auto with = [](auto change) {
     TokenizerData data = MakeData({.merges = {{"a", "b"}}});
     change(data);
@@ -290,7 +304,18 @@ TEST(TokenizerTest, CreateErrors) {
   };
   EXPECT_TRUE(error(with([](TokenizerData&) {})).ok());
   for (auto [what, data] : std::vector<std::pair<std::string, TokenizerData>>{
-           {"pre-tokenizer", with([](TokenizerData& d) { d.pre = "llama3"; })},
+           {"pre-tokenizer", with([](TokenizerData& d) { d.pre = "llama4"; })},
+           {"\"qwen2\"", with([](TokenizerData& d) { d.pre = "qwen"; })},  // lists them
+           {"scores", with([](TokenizerData& d) { d.scores = {1.0f}; })},
+           {"finite", with([](TokenizerData& d) {
+              d.scores.assign(d.tokens.size(), 0.0f);
+              d.scores[3] = std::nanf("");
+            })},
+           {"unk", with([](TokenizerData& d) { d.unk_id = 100000; })},
+           {"neither", with([](TokenizerData& d) {
+              d.model = TokenizerModel::kLlama;
+              d.merges.clear();
+            })},
            {"duplicates", with([](TokenizerData& d) {
               d.tokens.push_back("a");
               d.token_types.push_back(1);
@@ -305,6 +330,260 @@ TEST(TokenizerTest, CreateErrors) {
     absl::Status status = error(std::move(data));
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << what;
     EXPECT_THAT(status.message(), HasSubstr(what));
+  }
+}
+
+TEST(TokenizerTest, LlamaBpeTakesWholeTokensAndGroupsDigits) {
+  // ignore_merges: "abc" is a token no merge makes; as a whole piece it is taken as it is.
+  auto tokenizer = Make({.merges = {{"a", "b"}, {"1", "2"}, {"12", "3"}},
+                         .normals = {"abc"}, .pre = "llama-bpe"});
+  const int32_t abc = tokenizer->TokenId("abc");
+  EXPECT_THAT(*tokenizer->Encode("abc"), ElementsAre(abc));
+  EXPECT_THAT(Pieces(*tokenizer, "abcd"), ElementsAre("ab", "c", "d"));
+  // Numbers in groups of up to three digits; contractions of any case; a leading non-letter
+  // joins the word.
+  EXPECT_THAT(Pieces(*tokenizer, "12345"), ElementsAre("123", "4", "5"));
+  EXPECT_THAT(Pieces(*tokenizer, "X'S"), ElementsAre("X", "'", "S"));
+  auto smollm = Make({.merges = {{"1", "2"}, {"12", "3"}}, .normals = {"abc"}});
+  EXPECT_THAT(Pieces(*smollm, "abc"), ElementsAre("a", "b", "c"));
+}
+
+TEST(TokenizerTest, Qwen2NormalizesToNfc) {
+  // "e" + U+0301 COMBINING ACUTE is "é" (U+00E9) after NFC; single digits.
+  auto qwen = Make({.merges = {{"\xC3", "\xA9"}}, .pre = "qwen2"});
+  EXPECT_THAT(Pieces(*qwen, "e\xCC\x81"), ElementsAre("\xC3\xA9"));
+  EXPECT_THAT(Pieces(*qwen, "123"), ElementsAre("1", "2", "3"));
+  auto gpt2 = Make({.merges = {{"\xC3", "\xA9"}}, .pre = "gpt2"});
+  EXPECT_THAT(Pieces(*gpt2, "e\xCC\x81"), ElementsAre("e", "\xCC", "\x81"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// SentencePiece-style ("llama") vocabularies
+
+// A small vocabulary: <unk> <s> </s> (ids 0..2), the byte tokens <0x00>..<0xFF> (ids 3..258,
+// so byte b is id 3 + b) unless `bytes` is false, then "▁" "a" "b" "▁a" "ab" "▁ab" with
+// scores -1 .. -6.
+constexpr char kSp[] = "\xE2\x96\x81";  // "▁"
+
+TokenizerData SpmData(bool bytes = true, bool add_space_prefix = true) {
+  TokenizerData data;
+  data.model = TokenizerModel::kLlama;
+  data.tokens = {"<unk>", "<s>", "</s>"};
+  data.token_types = {2, 3, 3};
+  data.scores = {0, 0, 0};
+  if (bytes) {
+    for (int b = 0; b < 256; ++b) {
+      data.tokens.push_back(absl::StrFormat("<0x%02X>", b));
+      data.token_types.push_back(6);
+      data.scores.push_back(0);
+    }
+  }
+  float score = -1;
+  for (const std::string& t : {std::string(kSp), std::string("a"), std::string("b"),
+                               absl::StrCat(kSp, "a"), std::string("ab"),
+                               absl::StrCat(kSp, "ab")}) {
+    data.tokens.push_back(t);
+    data.token_types.push_back(1);
+    data.scores.push_back(score--);
+  }
+  data.unk_id = 0;
+  data.bos_id = 1;
+  data.eos_id = 2;
+  data.add_space_prefix = add_space_prefix;
+  data.add_bos = true;
+  return data;
+}
+
+std::unique_ptr<Tokenizer> MakeSpm(TokenizerData data) {
+  auto tokenizer = Tokenizer::Create(std::move(data));
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return tokenizer.ok() ? std::move(*tokenizer) : nullptr;
+}
+
+TEST(SpmTokenizerTest, MergesFromScores) {
+  auto tokenizer = MakeSpm(SpmData());
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_EQ(tokenizer->model(), TokenizerModel::kLlama);
+  EXPECT_TRUE(tokenizer->add_bos());
+  EXPECT_EQ(tokenizer->unk_id(), 0);
+  // Ids: "▁" 259, "a" 260, "b" 261, "▁a" 262, "ab" 263, "▁ab" 264. The merges derived from
+  // the scores, by the merged token's score: "▁ a" (-4), "a b" (-5), then the two splits of
+  // "▁ab" (-6): "▁ ab" before "▁a b" (the left pieces' scores -1 > -4). So:
+  //  - "ab" is "▁ab" after the prefix: symbols ▁ a b; "▁ a" (rank 0) beats "a b" (rank 1),
+  //    then "▁a b" (rank 3) makes "▁ab": 264.
+  EXPECT_THAT(*tokenizer->Encode("ab"), ElementsAre(264));
+  //  - "ba": no merge applies to ▁ b a.
+  EXPECT_THAT(*tokenizer->Encode("ba"), ElementsAre(259, 261, 260));
+  //  - "a b" is "▁a▁b": ▁a, then nothing merges "▁a ▁" or "▁ b".
+  EXPECT_THAT(*tokenizer->Encode("a b"), ElementsAre(262, 259, 261));
+  //  - "c" has no token: byte fallback, <0x63> is 3 + 0x63 = 102; "é" is C3 A9: 198 172.
+  EXPECT_THAT(*tokenizer->Encode("c"), ElementsAre(259, 102));
+  EXPECT_THAT(*tokenizer->Encode("\xC3\xA9"), ElementsAre(259, 198, 172));
+  //  - special tokens split out first, each text between them gets its own "▁"; the unknown
+  //    token is special too; empty text has no tokens.
+  EXPECT_THAT(*tokenizer->Encode("<s>ab</s>"), ElementsAre(1, 264, 2));
+  EXPECT_THAT(*tokenizer->Encode("<unk>"), ElementsAre(0));
+  EXPECT_THAT(*tokenizer->Encode(""), IsEmpty());
+  // Decoding: "▁" is a space, byte tokens their bytes, one leading space of the text dropped.
+  EXPECT_EQ(*tokenizer->Decode({264}), "ab");
+  EXPECT_EQ(*tokenizer->Decode({259, 198, 172}), "\xC3\xA9");
+  EXPECT_EQ(*tokenizer->Decode({262, 262}), "a a");
+  EXPECT_EQ(*tokenizer->Decode({1, 264}), "<s> ab");
+  // Byte tokens that spell "▁" (E2 96 81) decode to a space too, and are dropped when first.
+  EXPECT_EQ(*tokenizer->Decode({260, 3 + 0xE2, 3 + 0x96, 3 + 0x81, 260}), "a a");
+  EXPECT_EQ(*tokenizer->Decode({3 + 0xE2, 3 + 0x96, 3 + 0x81, 260}), "a");
+  // StreamDecoder: the same text, the leading space dropped once.
+  StreamDecoder decoder(*tokenizer);
+  EXPECT_EQ(*decoder.Push(264), "ab");
+  EXPECT_EQ(*decoder.Push(262), " a");
+  EXPECT_EQ(*decoder.Push(3 + 0xC3), "");
+  EXPECT_EQ(*decoder.Push(3 + 0xA9), "\xC3\xA9");
+  EXPECT_EQ(decoder.Finish(), "");
+}
+
+TEST(SpmTokenizerTest, WithoutSpacePrefix) {
+  auto tokenizer = MakeSpm(SpmData(/*bytes=*/true, /*add_space_prefix=*/false));
+  // "ab": symbols a b, "a b" makes 263; " ab" is "▁ab": 264, decoded with its space.
+  EXPECT_THAT(*tokenizer->Encode("ab"), ElementsAre(263));
+  EXPECT_THAT(*tokenizer->Encode(" ab"), ElementsAre(264));
+  EXPECT_EQ(*tokenizer->Decode({264}), " ab");
+}
+
+TEST(SpmTokenizerTest, UnknownCharactersFuse) {
+  // Without byte tokens: ids "▁" 3, "a" 4, "b" 5, ...; "cd" is ▁ then one <unk> for both.
+  auto tokenizer = MakeSpm(SpmData(/*bytes=*/false));
+  EXPECT_THAT(*tokenizer->Encode("cd"), ElementsAre(3, 0));
+  EXPECT_THAT(*tokenizer->Encode("cda"), ElementsAre(3, 0, 4));
+  EXPECT_THAT(*tokenizer->Encode("c a"), ElementsAre(3, 0, 6));
+  // Without an unknown token such characters are left out.
+  TokenizerData data = SpmData(/*bytes=*/false);
+  data.unk_id = -1;
+  auto no_unk = MakeSpm(std::move(data));
+  EXPECT_THAT(*no_unk->Encode("cda"), ElementsAre(6));  // "▁" "a" merge to "▁a"
+}
+
+// A GGUF file with the given metadata (keys only), written by hand; returns its path.
+class MiniGguf {
+ public:
+  MiniGguf& String(const std::string& key, const std::string& value) {
+    return Key(key, 8, Str(value));
+  }
+  MiniGguf& Bool(const std::string& key, bool value) {
+    return Key(key, 7, std::string(1, value ? '\1' : '\0'));
+  }
+  MiniGguf& U32(const std::string& key, uint32_t value) { return Key(key, 4, Raw(value)); }
+  MiniGguf& Strings(const std::string& key, const std::vector<std::string>& values) {
+    std::string payload = Raw<uint32_t>(8) + Raw<uint64_t>(values.size());
+    for (const std::string& v : values) payload += Str(v);
+    return Key(key, 9, payload);
+  }
+  MiniGguf& Floats(const std::string& key, const std::vector<float>& values) {
+    std::string payload = Raw<uint32_t>(6) + Raw<uint64_t>(values.size());
+    for (float v : values) payload += Raw(v);
+    return Key(key, 9, payload);
+  }
+  MiniGguf& Ints(const std::string& key, const std::vector<int64_t>& values) {
+    std::string payload = Raw<uint32_t>(5) + Raw<uint64_t>(values.size());
+    for (int64_t v : values) payload += Raw(static_cast<int32_t>(v));
+    return Key(key, 9, payload);
+  }
+  absl::StatusOr<std::unique_ptr<Tokenizer>> Load() const {
+    const std::string path =
+        absl::StrCat(::testing::TempDir(), "/tokenizer_test_", ::getpid(), ".gguf");
+    {
+      std::ofstream file(path, std::ios::binary | std::ios::trunc);
+      const std::string bytes =
+          "GGUF" + Raw<uint32_t>(3) + Raw<uint64_t>(0) + Raw<uint64_t>(keys_) + metadata_;
+      file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    auto file = GgufFile::Open(path);
+    std::filesystem::remove(path);
+    if (!file.ok()) return file.status();
+    return Tokenizer::FromGguf(**file);
+  }
+
+ private:
+  template <typename T>
+  static std::string Raw(T value) {
+    std::string bytes(sizeof(T), '\0');
+    std::memcpy(bytes.data(), &value, sizeof(T));
+    return bytes;
+  }
+  static std::string Str(const std::string& s) { return Raw<uint64_t>(s.size()) + s; }
+  MiniGguf& Key(const std::string& key, uint32_t type, const std::string& payload) {
+    metadata_ += Str(key) + Raw(type) + payload;
+    ++keys_;
+    return *this;
+  }
+  std::string metadata_;
+  uint64_t keys_ = 0;
+};
+
+MiniGguf SpmGguf() {
+  const TokenizerData data = SpmData();
+  MiniGguf gguf;
+  gguf.String("tokenizer.ggml.model", "llama")
+      .Strings("tokenizer.ggml.tokens", data.tokens)
+      .Floats("tokenizer.ggml.scores", data.scores)
+      .Ints("tokenizer.ggml.token_type", data.token_types)
+      .U32("tokenizer.ggml.unknown_token_id", 0)
+      .U32("tokenizer.ggml.bos_token_id", 1)
+      .U32("tokenizer.ggml.eos_token_id", 2);
+  return gguf;
+}
+
+TEST(SpmTokenizerTest, FromGguf) {
+  auto tokenizer = SpmGguf().Load();
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_TRUE((*tokenizer)->add_bos());  // the default for "llama"
+  EXPECT_THAT(*(*tokenizer)->Encode("ab a"), ElementsAre(264, 262));
+  auto no_prefix = SpmGguf()
+                       .Bool("tokenizer.ggml.add_space_prefix", false)
+                       .Bool("tokenizer.ggml.add_bos_token", false)
+                       .Load();
+  ASSERT_TRUE(no_prefix.ok()) << no_prefix.status();
+  EXPECT_FALSE((*no_prefix)->add_bos());
+  EXPECT_THAT(*(*no_prefix)->Encode("ab"), ElementsAre(263));
+}
+
+TEST(SpmTokenizerTest, FromGgufErrors) {
+  const TokenizerData data = SpmData();
+  struct Case {
+    std::string what;
+    MiniGguf gguf;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"expected one of \"gpt2\"", MiniGguf()
+                                                   .String("tokenizer.ggml.model", "bert")
+                                                   .Strings("tokenizer.ggml.tokens", {"a"})});
+  cases.push_back({"scores for", MiniGguf()
+                                     .String("tokenizer.ggml.model", "llama")
+                                     .Strings("tokenizer.ggml.tokens", data.tokens)
+                                     .Floats("tokenizer.ggml.scores", {1, 2, 3})});
+  cases.push_back({"neither", MiniGguf()
+                                  .String("tokenizer.ggml.model", "llama")
+                                  .Strings("tokenizer.ggml.tokens", data.tokens)});
+  cases.push_back({"tokenizer.ggml.unknown_token_id 9999",
+                   MiniGguf()
+                       .String("tokenizer.ggml.model", "llama")
+                       .Strings("tokenizer.ggml.tokens", data.tokens)
+                       .Floats("tokenizer.ggml.scores", data.scores)
+                       .U32("tokenizer.ggml.unknown_token_id", 9999)});
+  cases.push_back({"unknown pre-tokenizer \"llama4\"",
+                   MiniGguf()
+                       .String("tokenizer.ggml.model", "gpt2")
+                       .String("tokenizer.ggml.pre", "llama4")
+                       .Strings("tokenizer.ggml.tokens", {"a"})
+                       .Strings("tokenizer.ggml.merges", {})});
+  cases.push_back({"tokenizer.ggml.scores", MiniGguf()
+                                                .String("tokenizer.ggml.model", "llama")
+                                                .Strings("tokenizer.ggml.tokens", data.tokens)
+                                                .Ints("tokenizer.ggml.scores", {1})});
+  for (const Case& c : cases) {
+    auto tokenizer = c.gguf.Load();
+    ASSERT_FALSE(tokenizer.ok()) << c.what;
+    EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument) << c.what;
+    EXPECT_THAT(tokenizer.status().message(), HasSubstr(c.what));
   }
 }
 
