@@ -45,7 +45,8 @@ GENERATE = 12  # tokens per run
 # name, architecture, sizes, matrix types, options. Types: token_embd, q/k/v, output
 # projection, gate/up, down, untied output (None: tied).
 CASES = [
-    dict(name="llama-q8_0-untied-defaults-ffn320", arch="llama", d=128, heads=4, kv=None, ffn=320,
+    dict(name="llama-q8_0-untied-defaults-ffn320", arch="llama", pre="default", d=128, heads=4,
+         kv=None, ffn=320,
          layers=2, types=dict(embd=T.Q8_0, qkv=T.Q8_0, o=T.Q8_0, gu=T.Q8_0, down=T.Q8_0,
                               output=T.Q8_0),
          omit=("rope.freq_base", "vocab_size", "rope.dimension_count", "head_count_kv"),
