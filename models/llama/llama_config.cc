@@ -71,6 +71,18 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& file, WeightFo
     SHARDRT_ASSIGN_OR_RETURN(c.rope_base, file.GetFloat(k + "rope.freq_base"));
   }
   SHARDRT_ASSIGN_OR_RETURN(c.norm_eps, file.GetFloat(k + "attention.layer_norm_rms_epsilon"));
+  // Non-finite values would make every activation NaN (or, written into a program, not
+  // compile): refused by name.
+  if (!std::isfinite(c.rope_base) || c.rope_base <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("GGUF file ", file.path(), ": ", k,
+                                                   "rope.freq_base is ", c.rope_base,
+                                                   ", expected a finite number > 0"));
+  }
+  if (!std::isfinite(c.norm_eps) || c.norm_eps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF file ", file.path(), ": ", k, "attention.layer_norm_rms_epsilon is ",
+                     c.norm_eps, ", expected a finite number >= 0"));
+  }
   // The vocabulary: the embedding's rows; <arch>.vocab_size, when present, must agree.
   const GgufTensor* embd = file.Find("token_embd.weight");
   if (embd == nullptr || embd->dims.size() != 2) {

@@ -410,11 +410,11 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
       SHARDRT_ASSIGN_OR_RETURN(logits, HostLogits(client_, logits_data, config_.vocab));
     }
     if (sampling) {
-      token = sampler->Sample(logits);
+      SHARDRT_ASSIGN_OR_RETURN(token, RowToken(-1, logits, &*sampler));
     } else {
       SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, HostValues<int32_t>(client_, token_data));
       if (ids.empty()) return absl::InternalError("generate: a step returned no token");
-      token = ids[0];
+      SHARDRT_ASSIGN_OR_RETURN(token, StepToken(ids[0]));
     }
     last_token = Clock::now();
     if (result.tokens.empty()) first_token = last_token;

@@ -112,6 +112,29 @@ absl::StatusOr<std::vector<T>> HostValues(ComputationClient& client, const DataP
   return values;
 }
 
+// `token` as a step's program gave it: -1 marks a row whose logits were not finite (NaN or
+// infinity: the model's weights or activations overflowed). Error: InvalidArgument for that.
+// Thread-safe (pure).
+[[nodiscard]] inline absl::StatusOr<int32_t> StepToken(int32_t token) {
+  if (token >= 0) return token;
+  return absl::InvalidArgumentError(
+      "the model's logits are not finite (NaN or infinity): its weights or activations "
+      "overflow");
+}
+
+// The token a step gives a row: drawn by `sampler` from the row's `logits` when there is a
+// sampler, else the program's `greedy` one. Errors: StepToken's, for a greedy -1 or a logit of
+// the row that is not finite. Thread-safe as `sampler` is (one row's, used by one thread).
+[[nodiscard]] inline absl::StatusOr<int32_t> RowToken(int32_t greedy,
+                                                      std::span<const float> logits,
+                                                      llm::Sampler* sampler) {
+  if (sampler == nullptr) return StepToken(greedy);
+  for (const float v : logits) {
+    if (!std::isfinite(v)) return StepToken(-1);
+  }
+  return sampler->Sample(logits);
+}
+
 // The logits in `data` (f32[B, W], W >= vocab: the programs' logits, whose columns are the
 // devices' shares of the vocabulary, padding included; ModelSplit) on the host as B rows of
 // `vocab` values, the padding columns dropped; waits for the step. Errors: the transfer's;

@@ -422,6 +422,15 @@ class Emitter {
     Value scores = c_.tied_embeddings
                        ? Linear(h, W("token_embd"), TypeOf(&NativeWeights::token_embd), b_.I32(0))
                        : Linear(h, W("output"), TypeOf(&NativeWeights::output), b_.I32(0));
+    // A row with a logit that is not finite (weights or activations that overflowed) proposes
+    // token -1 with an infinite maximum, so that every device picks -1 for it: the host reports
+    // the step's error instead of a token chosen among NaNs.
+    const Value inf = b_.Unary("negate", b_.NegInf());
+    Value finite =
+        b_.Compare(b_.Unary("abs", scores), b_.Broadcast(inf, {s, rows}, {}), "LT");
+    Value flags = b_.Select(finite, b_.Splat(0.0, F32({s, rows})), b_.Splat(1.0, F32({s, rows})));
+    Value bad = b_.Compare(b_.Reduce(flags, {1}, "maximum", b_.Splat(0.0, F32({}))),
+                           b_.Splat(0.0, F32({s})), "GT");
     if (split_.padded_vocab() != c_.vocab) {
       Value ids = b_.Add(b_.Iota(I32({s, rows}), 1),
                          b_.Broadcast(b_.Mul(pid_, b_.I32(rows)), {s, rows}, {}));
@@ -430,8 +439,10 @@ class Emitter {
     }
     Builder::MaxAndIndex best = b_.ArgMax(scores, 1);
     Value index = b_.Add(best.index, b_.Broadcast(b_.Mul(pid_, b_.I32(rows)), {s}, {}));
+    index = b_.Select(bad, b_.Splat(-1, I32({s})), index);
     if (p_ == 1) return Head{index, scores};
-    Value maxes = b_.AllGather(b_.Reshape(best.max, {1, s}), 0, p_);
+    Value max = b_.Select(bad, b_.Broadcast(inf, {s}, {}), best.max);
+    Value maxes = b_.AllGather(b_.Reshape(max, {1, s}), 0, p_);
     Value indices = b_.AllGather(b_.Reshape(index, {1, s}), 0, p_);
     return Head{b_.ArgMax(maxes, indices, 0).index, scores};
   }

@@ -24,6 +24,8 @@
 //     of -1 is an idle row: nothing is written, its outputs are meaningless. Each token's
 //     result has the same bits at any B (the products sum per row, MatmulOrder::kPerRow).
 //
+// A row whose logits are not all finite gets next token -1 (the caller reports the step's
+// error: StepToken).
 // V is the vocabulary padded to P equal shares (ModelSplit::padded_vocab(): the vocabulary
 // itself when P divides it); the padding columns' logits are masked (-1e30) and never chosen.
 // The caches are donated by chunk and decode (parameters 0 and 1 alias outputs 0 and 1).

@@ -140,6 +140,9 @@ absl::StatusOr<std::vector<DataPtr>> LoadWeights(const GgufFile& file, const Lla
         std::byte* const base = into.data() + at;
         const std::span<std::byte> real(base, real_row * size_t(real_rows));
         if (real_rows > 0 && piece.col_end > piece.col_begin) {
+          SHARDRT_RETURN_IF_ERROR(CheckFiniteValues(file, *piece.tensor, piece.row_begin,
+                                                    piece.row_end, piece.col_begin,
+                                                    piece.col_end));
           if (native) {
             SHARDRT_RETURN_IF_ERROR(CopyBlocks(file, *piece.tensor, piece.row_begin,
                                                piece.row_end, piece.col_begin, piece.col_end,

@@ -1,6 +1,7 @@
 #include "llama/quants.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -343,6 +344,43 @@ absl::Status CheckScales(const GgufFile& file, const GgufTensor& tensor,
 }
 
 }  // namespace
+
+absl::Status CheckFiniteValues(const GgufFile& file, const GgufTensor& tensor, int64_t row_begin,
+                              int64_t row_end, int64_t col_begin, int64_t col_end) {
+  const BlockLayout layout = LayoutOf(tensor.type);
+  SHARDRT_RETURN_IF_ERROR(CheckRequest(file, tensor, layout,
+                                       absl::StrCat("CheckFiniteValues of tensor '",
+                                                    absl::CHexEscape(tensor.name), "'"),
+                                       row_begin, row_end, col_begin, col_end,
+                                       size_t((row_end - row_begin) * (col_end - col_begin))));
+  const std::byte* data = file.bytes().data() + tensor.offset;
+  const int64_t n = tensor.row_length();
+  // The first value for which `bad(row, column)` holds, as an error.
+  auto scan = [&](const auto& bad) -> absl::Status {
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      for (int64_t c = col_begin; c < col_end; ++c) {
+        if (bad(r * n + c)) {
+          return Invalid(file.path(), "tensor '", absl::CHexEscape(tensor.name), "': row ", r,
+                         ", column ", c, ": the value is not finite (NaN or infinity)");
+        }
+      }
+    }
+    return absl::OkStatus();
+  };
+  switch (tensor.type) {
+    case GgufType::kF32:
+      return scan([&](int64_t i) {
+        float v;
+        std::memcpy(&v, data + i * 4, 4);
+        return !std::isfinite(v);
+      });
+    case GgufType::kF16:  // exponent all ones
+      return scan([&](int64_t i) { return (Load16(data + i * 2) & 0x7C00) == 0x7C00; });
+    case GgufType::kBF16:
+      return scan([&](int64_t i) { return (Load16(data + i * 2) & 0x7F80) == 0x7F80; });
+    default: return absl::OkStatus();
+  }
+}
 
 absl::Status CopyBlocks(const GgufFile& file, const GgufTensor& tensor, int64_t row_begin,
                         int64_t row_end, int64_t col_begin, int64_t col_end,

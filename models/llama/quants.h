@@ -97,11 +97,21 @@ void DequantizeRow(GgufType type, const std::byte* row, int64_t col_begin, int64
 // tensor for a range outside the tensor, a column bound not on a block boundary, an `out` of
 // the wrong size, a `tensor` whose type, dims, offset and bytes do not describe data inside
 // `file`, or a block in the range whose scale or minimum is not finite (naming row and block).
+// (NaN and infinite F32/F16/BF16 values are converted as they are: CheckFiniteValues.)
 // Borrows `file` and `out` for the call only; safe to call from several threads at once
 // on the same file (each with its own `out`).
 [[nodiscard]] absl::Status Dequantize(const GgufFile& file, const GgufTensor& tensor,
                                       int64_t row_begin, int64_t row_end, int64_t col_begin,
                                       int64_t col_end, absl::Span<float> out);
+
+// Checks that every value of rows [row_begin, row_end) x columns [col_begin, col_end) of an
+// F32, F16 or BF16 tensor is finite (a model's weights: one NaN makes every later activation
+// NaN); other types pass (their scales are Dequantize's and CopyBlocks' to check). Errors:
+// InvalidArgument naming the file, the tensor, and the row and column of the first value that
+// is not, and Dequantize's range errors. Thread-safe (reads the file).
+[[nodiscard]] absl::Status CheckFiniteValues(const GgufFile& file, const GgufTensor& tensor,
+                                             int64_t row_begin, int64_t row_end,
+                                             int64_t col_begin, int64_t col_end);
 
 // The blocks of rows [row_begin, row_end) x columns [col_begin, col_end) of `tensor` as they are
 // stored (their bytes, row after row: (row_end - row_begin) * (col_end - col_begin) / E * B

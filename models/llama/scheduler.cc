@@ -82,8 +82,9 @@ struct Scheduler::Impl {
   // The next chunk of the job's prompt, of at most `most` tokens (and the model's largest).
   absl::Status Prefill(Job& job, int64_t most);
   absl::Status Decode();
-  // Hands `token` to the job's stream; ends the job when it says so.
-  void Deliver(Job& job, int32_t token);
+  // Hands a step's token to the job's stream; ends the job when it says so, or with the step's
+  // error (logits that were not finite).
+  void Deliver(Job& job, const absl::StatusOr<int32_t>& step);
   // Ends the job in `row` (or a queued one) with its result, or with `error`.
   void Finish(std::unique_ptr<Job> job, const absl::Status& error);
   void Release(int64_t row, const absl::Status& error) { Finish(std::move(rows[row]), error); }
@@ -305,16 +306,16 @@ absl::Status Scheduler::Impl::Prefill(Job& job, int64_t most) {
   }
   if (!job.decoding()) return absl::OkStatus();
   // The prompt is in: its last position's token is the first generated one.
-  int32_t token = 0;
+  absl::StatusOr<int32_t> token;
   if (job.sampler.has_value()) {
     SHARDRT_ASSIGN_OR_RETURN(std::vector<float> logits,
                              llama::HostLogits(state.runtime->client(), out.logits,
                                                state.config.vocab));
-    token = job.sampler->Sample(logits);
+    token = llama::RowToken(-1, logits, &*job.sampler);
   } else {
     SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> next,
                              llama::HostValues<int32_t>(state.runtime->client(), out.next_tokens));
-    token = next[0];
+    token = llama::RowToken(next[0], {}, nullptr);
   }
   job.position = int64_t(job.prompt.size());
   Deliver(job, token);
@@ -359,17 +360,21 @@ absl::Status Scheduler::Impl::Decode() {
   for (int64_t b = 0; b < batch; ++b) {
     Job* job = rows[b].get();
     if (job == nullptr || positions[b] < 0) continue;
-    const int32_t token =
-        job->sampler.has_value()
-            ? job->sampler->Sample(std::span(logits).subspan(size_t(b) * vocab, vocab))
-            : next[b];
+    const absl::StatusOr<int32_t> token = llama::RowToken(
+        next[b],
+        job->sampler.has_value() ? std::span<const float>(logits).subspan(size_t(b) * vocab, vocab)
+                                 : std::span<const float>(),
+        job->sampler.has_value() ? &*job->sampler : nullptr);
     ++job->position;
     Deliver(*job, token);
   }
   return absl::OkStatus();
 }
 
-void Scheduler::Impl::Deliver(Job& job, int32_t token) {
+void Scheduler::Impl::Deliver(Job& job, const absl::StatusOr<int32_t>& step) {
+  // A row whose logits were not finite ends its request with that error; the others go on.
+  if (!step.ok()) return Release(job.row, step.status());
+  const int32_t token = *step;
   job.last_token = Clock::now();
   if (job.stream->tokens().empty()) job.first_token = job.last_token;
   absl::StatusOr<bool> more = job.stream->Push(token);

@@ -93,12 +93,15 @@ def kquant_blocks(rng, rows, cols, qtype):
     return data.reshape(rows, cols // block_size * type_size)
 
 
-def add_matrix(writer, rng, name, rows, cols, qtype, std):
-    """A [rows, cols] matrix (GGUF dims [cols, rows]) of N(0, std) values in `qtype`."""
+def add_matrix(writer, rng, name, rows, cols, qtype, std, poison=None):
+    """A [rows, cols] matrix (GGUF dims [cols, rows]) of N(0, std) values in `qtype`; with
+    `poison` = (name, value), that tensor's values are all `value` instead."""
     if qtype in (T.Q4_K, T.Q6_K):
         writer.add_tensor(name, kquant_blocks(rng, rows, cols, qtype), raw_dtype=qtype)
         return
     x = (rng.standard_normal((rows, cols)) * std).astype(np.float32)
+    if poison and poison[0] == name:
+        x[:] = poison[1]
     if qtype == T.F32:
         writer.add_tensor(name, x)
     elif qtype == T.F16:
@@ -129,7 +132,7 @@ def spm_tokenizer():
             "tokenizer.ggml.unknown_token_id": 0}
 
 
-def write_model(path, case, tokenizer_fields, seed, extra=None, drop=None):
+def write_model(path, case, tokenizer_fields, seed, extra=None, drop=(), poison=None):
     rng = np.random.default_rng(seed)
     arch, d, heads, ffn, layers = case["arch"], case["d"], case["heads"], case["ffn"], case["layers"]
     kv = case["kv"] or heads
@@ -140,7 +143,7 @@ def write_model(path, case, tokenizer_fields, seed, extra=None, drop=None):
     w = gguf.GGUFWriter(path, arch)
     w.add_name(case["name"])
     w.add_block_count(layers)
-    if drop != "context_length":
+    if "context_length" not in drop:
         w.add_context_length(512)
     w.add_embedding_length(d)
     w.add_feed_forward_length(ffn)
@@ -156,7 +159,8 @@ def write_model(path, case, tokenizer_fields, seed, extra=None, drop=None):
         w.add_rope_dimension_count(hd)
     if "vocab_size" not in omit:
         w.add_vocab_size(vocab)
-    w.add_layer_norm_rms_eps(case.get("eps", 1e-5))
+    if "eps" not in drop:
+        w.add_layer_norm_rms_eps(case.get("eps", 1e-5))
     if extra:
         extra(w)
     t = tokenizer_fields or {}
@@ -178,14 +182,20 @@ def write_model(path, case, tokenizer_fields, seed, extra=None, drop=None):
         w.add_eos_token_id(t["tokenizer.ggml.eos_token_id"])
 
     def norm(name, n):
-        w.add_tensor(name, (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32))
+        x = (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32)
+        if poison and poison[0] == name:
+            x[n // 2] = poison[1]
+        w.add_tensor(name, x)
+
+    def matrix(name, rows, cols, qtype, std):
+        add_matrix(w, rng, name, rows, cols, qtype, std, poison)
 
     # Tied logits are the embedding's rows times the normalized state: std 1 makes logits of a
     # few tens, far apart at the top.
-    add_matrix(w, rng, "token_embd.weight", vocab, d, types["embd"], 1.0)
+    matrix("token_embd.weight", vocab, d, types["embd"], 1.0)
     norm("output_norm.weight", d)
     if types["output"] is not None:
-        add_matrix(w, rng, "output.weight", vocab, d, types["output"], 3.0 / np.sqrt(d))
+        matrix("output.weight", vocab, d, types["output"], 3.0 / np.sqrt(d))
     if case.get("rope_freqs"):
         # Llama 3.1's factors: 1 for the fast frequencies, up to 8 for the slow ones.
         w.add_tensor("rope_freqs.weight",
@@ -194,16 +204,16 @@ def write_model(path, case, tokenizer_fields, seed, extra=None, drop=None):
         p = f"blk.{i}."
         norm(p + "attn_norm.weight", d)
         for n, rows in (("q", heads * hd), ("k", kv * hd), ("v", kv * hd)):
-            add_matrix(w, rng, p + f"attn_{n}.weight", rows, d, types["qkv"], 1.5 / np.sqrt(d))
+            matrix(p + f"attn_{n}.weight", rows, d, types["qkv"], 1.5 / np.sqrt(d))
             if arch == "qwen2":
                 w.add_tensor(p + f"attn_{n}.bias",
                              (0.5 * rng.standard_normal(rows)).astype(np.float32))
-        add_matrix(w, rng, p + "attn_output.weight", d, heads * hd, types["o"],
+        matrix(p + "attn_output.weight", d, heads * hd, types["o"],
                    1.0 / np.sqrt(heads * hd))
         norm(p + "ffn_norm.weight", d)
-        add_matrix(w, rng, p + "ffn_gate.weight", ffn, d, types["gu"], 1.5 / np.sqrt(d))
-        add_matrix(w, rng, p + "ffn_up.weight", ffn, d, types["gu"], 1.5 / np.sqrt(d))
-        add_matrix(w, rng, p + "ffn_down.weight", d, ffn, types["down"], 1.0 / np.sqrt(ffn))
+        matrix(p + "ffn_gate.weight", ffn, d, types["gu"], 1.5 / np.sqrt(d))
+        matrix(p + "ffn_up.weight", ffn, d, types["gu"], 1.5 / np.sqrt(d))
+        matrix(p + "ffn_down.weight", d, ffn, types["down"], 1.0 / np.sqrt(ffn))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -246,8 +256,29 @@ REFUSALS = [
      ["llama.rope.scaling.type is 'yarn'", "supported: 'none'"]),
     ("partial RoPE", dict(kv=("llama.rope.dimension_count", 16)),
      ["llama.rope.dimension_count is 16", "partial RoPE is not supported"]),
-    ("a missing context length", dict(drop="context_length"),
+    ("a missing context length", dict(drop=("context_length",)),
      ["llama.context_length"]),
+    ("a NaN norm weight", dict(poison=("blk.1.ffn_norm.weight", np.nan)),
+     ["tensor 'blk.1.ffn_norm.weight': row 0, column 64: the value is not finite"]),
+    ("an infinite F16 weight", dict(types=dict(qkv=T.F16), poison=("blk.0.attn_k.weight", np.inf)),
+     ["tensor 'blk.0.attn_k.weight': row 0, column 0: the value is not finite"]),
+    ("a NaN rope base", dict(kv=("llama.rope.freq_base", np.nan)),
+     ["llama.rope.freq_base is nan, expected a finite number > 0"]),
+    ("a zero rope base", dict(kv=("llama.rope.freq_base", 0.0)),
+     ["llama.rope.freq_base is 0, expected a finite number > 0"]),
+    ("an infinite norm epsilon", dict(drop=("eps",), kv=("llama.attention.layer_norm_rms_epsilon",
+                                                         np.inf)),
+     ["llama.attention.layer_norm_rms_epsilon is inf, expected a finite number >= 0"]),
+    ("logits that overflow", dict(types=dict(output=T.F32), poison=("output.weight", 3e38)),
+     ["the model's logits are not finite (NaN or infinity)"]),
+    ("logits that overflow, 8 devices", dict(types=dict(output=T.F32),
+                                             poison=("output.weight", 3e38),
+                                             flags=["--devices", "8"]),
+     ["the model's logits are not finite (NaN or infinity)"]),
+    ("logits that overflow, sampled", dict(types=dict(output=T.F32),
+                                           poison=("output.weight", 3e38),
+                                           flags=["--temperature", "0.8"]),
+     ["the model's logits are not finite (NaN or infinity)"]),
 ]
 
 
@@ -257,6 +288,8 @@ def check_refusals(cli, tokenizer, workdir):
         case = dict(CASES[0])
         if "arch" in change:
             case["arch"] = change["arch"]
+        if "types" in change:
+            case["types"] = dict(case["types"], **change["types"])
 
         def extra(w, change=change):
             if "tensor" in change:
@@ -266,13 +299,16 @@ def check_refusals(cli, tokenizer, workdir):
                 key, value = change["kv"]
                 if isinstance(value, str):
                     w.add_string(key, value)
+                elif isinstance(value, float):
+                    w.add_float32(key, value)
                 else:
                     w.add_uint32(key, value)
 
         path = os.path.join(workdir, "refused.gguf")
-        write_model(path, case, tokenizer, 0, extra, drop=change.get("drop"))
+        write_model(path, case, tokenizer, 0, extra, drop=change.get("drop", ()),
+                    poison=change.get("poison"))
         cmd = [cli, "generate", "--model", path, "--devices", "1", "--max-tokens", "1",
-               "--compile-cache", "off", "--prompt-tokens", "1,2,3"]
+               "--compile-cache", "off", "--prompt-tokens", "1,2,3"] + change.get("flags", [])
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         lines = out.stderr.strip().splitlines()
         if out.returncode != 1 or not lines or not all(w_ in lines[-1] for w_ in words):

@@ -11,7 +11,7 @@
 namespace shardrt::cli {
 
 inline constexpr FlagDef kModelFlag{.name = "model", .value_name = "FILE.gguf",
-                                    .description = "the Llama-architecture GGUF model",
+                                    .description = "the Llama-family GGUF model (llama, qwen2)",
                                     .default_text = "$SHARDRT_MODEL"};
 inline constexpr FlagDef kWeightsFlag{
     .name = "weights", .value_name = "native|f32",

@@ -65,7 +65,7 @@ constexpr FlagDef kFlags[] = {
 constinit const CommandDef kServeCommand{
     .name = "serve",
     .usage = "--model FILE.gguf [flags]",
-    .summary = "Serves a Llama-architecture GGUF model over HTTP with OpenAI's API "
+    .summary = "Serves a Llama-family GGUF model (llama, qwen2) over HTTP with OpenAI's API "
                "(chat and text completions, streaming), batching the requests that arrive.",
     .flags = kFlags,
     .run = ServeCommand};

@@ -9,8 +9,9 @@
 //     return shardrt::llm::StreamControl::kContinue;
 //   });
 //
-// A session reads a Llama-architecture GGUF file (its tokenizer, chat template and sizes),
-// splits the model over `devices` devices (tensor parallel: attention heads and MLP columns),
+// A session reads a Llama-family GGUF file (`llama` or `qwen2`: its tokenizer, chat template
+// and sizes), splits the model over `devices` devices (tensor parallel: attention features and
+// MLP columns, in equal shares, padded where a width does not divide),
 // and runs each request as a prefill program and one decode step per token on the runtime's
 // asynchronous executor. Programs compile on first use, into the runtime's persistent compile
 // cache when it has one. Steps can be taken one at a time (Precompile, Load, Prepare) by
@@ -53,7 +54,7 @@ enum class ProgramRetention {
 };
 
 struct SHARDRT_EXPORT SessionOptions {
-  std::string model_path;  // a Llama-architecture GGUF file
+  std::string model_path;  // a Llama-family GGUF file (llama, qwen2)
   // Devices the model is split over (the first ones of the runtime); 0: all of them.
   int64_t devices = 0;
   // Positions the key/value cache holds: a request's prompt plus its generated tokens must

@@ -832,6 +832,29 @@ TEST(GgufTest, CopyBlocksGivesTheStoredBytesOfWholeBlocks) {
               HasSubstr("expected multiples of the block size 32"));
 }
 
+// The model loader's check of float weights: the test model's F16 values hold an infinity at
+// index 6 (0x7c00); its BF16 values a NaN at index 3 (0x7fc0); its F32 values are all finite.
+TEST(GgufTest, CheckFiniteValuesNamesTheFirstValueThatIsNot) {
+  const TestModel model = MakeTestModel();
+  auto opened = OpenBytes(model.bytes);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const GgufFile& file = **opened;
+  const GgufTensor& f16 = *file.Find("f16");
+  absl::Status status = CheckFiniteValues(file, f16, 0, 1, 0, f16.row_length());
+  EXPECT_THAT(std::string(status.message()),
+              testing::HasSubstr("tensor 'f16': row 0, column 6: the value is not finite"));
+  EXPECT_TRUE(CheckFiniteValues(file, f16, 0, 1, 0, 6).ok());
+  const GgufTensor& bf16 = *file.Find("bf16");
+  status = CheckFiniteValues(file, bf16, 0, bf16.num_rows(), 0, bf16.row_length());
+  EXPECT_THAT(std::string(status.message()), testing::HasSubstr("row 1, column 1"));
+  const GgufTensor& f32 = *file.Find("f32");
+  EXPECT_TRUE(CheckFiniteValues(file, f32, 0, f32.num_rows(), 0, f32.row_length()).ok());
+  // Block types pass (their scales are Dequantize's to check); a range outside is an error.
+  const GgufTensor& q8 = *file.Find("q8");
+  EXPECT_TRUE(CheckFiniteValues(file, q8, 0, q8.num_rows(), 0, q8.row_length()).ok());
+  EXPECT_FALSE(CheckFiniteValues(file, f32, 0, f32.num_rows() + 1, 0, 1).ok());
+}
+
 TEST(GgufTest, ABlockWithANonFiniteScaleIsAnErrorNamingIt) {
   for (const uint16_t bad : {uint16_t{0x7e00}, uint16_t{0x7c00}, uint16_t{0xfc00}}) {
     SCOPED_TRACE(bad);
