@@ -353,7 +353,7 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
   SHARDRT_RETURN_IF_ERROR(llm::ValidateSampling(options.sampling));
   const bool sampling = options.sampling.temperature > 0;
   const int64_t lookahead = sampling ? 0 : std::max<int64_t>(options.lookahead, 1);
-  const bool need_logits = options.keep_logits || sampling;
+  const bool need_logits = options.keep_logits || sampling || options.on_logits != nullptr;
 
   GenerateResult result;
   result.prompt_tokens = n;
@@ -419,6 +419,9 @@ absl::StatusOr<GenerateResult> LlamaModel::Generate(const std::vector<int32_t>& 
     last_token = Clock::now();
     if (result.tokens.empty()) first_token = last_token;
     result.tokens.push_back(token);
+    if (options.on_logits) {
+      SHARDRT_RETURN_IF_ERROR(options.on_logits(int64_t(result.tokens.size()) - 1, logits));
+    }
     if (options.keep_logits) result.logits.push_back(std::move(logits));
     const bool is_stop = std::find(options.stop_tokens.begin(), options.stop_tokens.end(),
                                    token) != options.stop_tokens.end();

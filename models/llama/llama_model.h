@@ -75,6 +75,9 @@ struct GenerateOptions {
   std::vector<int32_t> stop_tokens;  // generation ends after one of these
   SamplingOptions sampling;
   bool keep_logits = false;  // return every step's logits (downloads them)
+  // When set, called with each generated token's index and logits (downloads them), before
+  // on_token; an error ends Generate with it.
+  std::function<absl::Status(int64_t index, std::span<const float> logits)> on_logits;
   int64_t lookahead = 4;     // decode steps scheduled beyond the token being read (>= 1)
 };
 

@@ -150,6 +150,10 @@ absl::Status Scheduler::Submit(GenerateRequest request, TokenCallback on_token,
   // Everything about the request is checked before it is queued.
   SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, impl_->session.PromptTokens(request));
   SHARDRT_RETURN_IF_ERROR(CheckRequestOptions(request));
+  if (request.logits == LogitsOutput::kStream) {
+    return absl::InvalidArgumentError(
+        "scheduler: LogitsOutput::kStream is not supported (Session::Generate streams logits)");
+  }
   SHARDRT_RETURN_IF_ERROR(impl_->model.CheckFits(int64_t(prompt.size()), request.max_tokens));
   auto job = std::make_unique<Job>();
   job->request = std::move(request);

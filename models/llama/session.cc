@@ -298,6 +298,9 @@ absl::Status CheckRequestOptions(const GenerateRequest& request) {
   for (const std::string& s : request.stop.strings) {
     if (s.empty()) return absl::InvalidArgumentError("request: an empty stop string");
   }
+  if (request.logits == LogitsOutput::kStream && !request.on_logits) {
+    return absl::InvalidArgumentError("request: LogitsOutput::kStream needs on_logits");
+  }
   return absl::OkStatus();
 }
 
@@ -314,6 +317,7 @@ absl::StatusOr<GenerateResult> Session::Generate(const GenerateRequest& request,
   options.max_tokens = request.max_tokens;
   options.sampling = request.sampling;
   options.keep_logits = request.logits == LogitsOutput::kKeep;
+  if (request.logits == LogitsOutput::kStream) options.on_logits = request.on_logits;
   options.stop_tokens = state_->StopTokens(request.stop);
 
   SHARDRT_ASSIGN_OR_RETURN(const llama::Tokenizer* tokenizer, state_->TextFor(request));

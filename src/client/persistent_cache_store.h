@@ -5,12 +5,21 @@
 //
 // Layout of the directory:
 //   <64 hex digits>.entry       one entry per key
-//   .tmp-*                      entries being written (renamed into place when whole)
+//   .tmp-shardrt-<pid>-<16 hex> entries being written by process <pid> (renamed into place
+//                               when whole)
 //   plugin-digests/<64 hex>     the SHA-256 of a plugin file, named after its path, size,
 //                               inode and times, so a process hashes the plugin only once
 // An entry file: the magic "SHRTCC\0\1", the format version (u32), 4 zero bytes, the payload
-// length (u64), the SHA-256 of the payload (32 bytes), then the payload: a serialized
-// shardrt.cache.CompileCacheEntry (proto/compile_cache.proto). Little-endian.
+// length (u64, at most kMaxCacheEntryBytes), the SHA-256 of the payload (32 bytes), then the
+// payload: a serialized shardrt.cache.CompileCacheEntry (proto/compile_cache.proto).
+// Little-endian.
+//
+// The directory may be shared with files that are not the cache's (a user's, or other
+// programs' when it is /tmp): eviction, Clear and Inspect act only on regular files (never
+// following a symbolic link, never opening one that could block) named like an entry AND
+// starting with the magic, and on temporary files of exactly the pattern above whose process is
+// gone (or that are over an hour old). Reading an entry reads its header first and checks it,
+// then reads only the payload length it states, which the file's size must match.
 //
 // Thread safety: every method may be called from several threads; processes coordinate through
 // atomic renames only.
@@ -29,6 +38,11 @@
 #include "shardrt/pjrt/client.h"
 
 namespace shardrt {
+
+// The largest payload an entry may hold (the format's own bound): larger entries are not
+// stored (counted in PersistentCacheError), and a header stating more is refused before
+// anything of the payload is read.
+inline constexpr int64_t kMaxCacheEntryBytes = int64_t{1} << 30;
 
 // SHA-256 of the concatenation of the parts fed to it (OpenSSL).
 class Sha256 {
@@ -81,13 +95,19 @@ class PersistentCacheStore {
 
   // The entry stored under `key`, or nullopt when there is none. An entry that cannot be read
   // or is not whole, of this format and of this key is counted (PersistentCacheCorrupt),
-  // removed, and nullopt returned; a read error is counted (PersistentCacheError). A hit
-  // refreshes the entry's modification time (LRU).
+  // removed when it is a regular file, and nullopt returned; a read error is counted
+  // (PersistentCacheError). Something other than a regular file under the entry's name (a
+  // FIFO, a symbolic link, a folder) is counted as corrupt without being opened for a blocking
+  // read or followed. Reads at most the header and the payload length it states (bounded by
+  // kMaxCacheEntryBytes). A hit refreshes the entry's modification time (LRU).
   std::optional<cache::CompileCacheEntry> Load(absl::string_view key);
   // Writes `entry` under entry.key() (temporary file, then rename), then removes the least
-  // recently used entries beyond max_bytes. Failures are counted (PersistentCacheError).
+  // recently used entries beyond max_bytes and this cache's stale temporary files (see the
+  // layout above: files that are not the cache's stay). An entry whose payload exceeds
+  // kMaxCacheEntryBytes is not written. Failures are counted (PersistentCacheError).
   void Store(const cache::CompileCacheEntry& entry);
-  // Whether an entry file for `key` exists (its contents are checked only by Load).
+  // Whether a regular entry file for `key` exists (its contents are checked only by Load; a
+  // symbolic link is not followed).
   bool Contains(absl::string_view key) const;
   // Removes the entry of `key` and counts it as corrupt (the plugin refused to load it).
   void Discard(absl::string_view key);

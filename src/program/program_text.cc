@@ -1,5 +1,6 @@
 #include "shardrt/program/program_text.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -278,6 +279,33 @@ class Inspector {
 
 }  // namespace
 
+namespace {
+
+// Brackets open at once, at most limits::kMaxProgramNesting (strings and comments are tokens
+// the lexer skips whole, so brackets in them do not count). Error: InvalidArgument naming the
+// line where the limit is passed.
+absl::Status CheckNesting(absl::string_view program) {
+  MlirLexer lexer(program);
+  int64_t depth = 0;
+  for (MlirToken token = lexer.Next(); token.kind != Kind::kEnd; token = lexer.Next()) {
+    if (token.kind != Kind::kPunct || token.text.size() != 1) continue;
+    const char c = token.text[0];
+    if (c == '(' || c == '[' || c == '{' || c == '<') {
+      if (++depth > limits::kMaxProgramNesting) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the program nests brackets more than ", limits::kMaxProgramNesting,
+            " deep at line ", lexer.LineOf(token.offset),
+            " (limits::kMaxProgramNesting: deeper text would overflow the compiler's parser)"));
+      }
+    } else if (c == ')' || c == ']' || c == '}' || c == '>') {
+      depth = std::max<int64_t>(depth - 1, 0);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ProgramInfo> InspectProgram(absl::string_view program) {
   ProgramInfo info;
   info.is_text = !IsMlirBytecode(program);
@@ -286,6 +314,7 @@ absl::StatusOr<ProgramInfo> InspectProgram(absl::string_view program) {
     info.uses_shardy = UsesShardy(program);
     return info;
   }
+  SHARDRT_RETURN_IF_ERROR(CheckNesting(program));
   return Inspector(program).Run();
 }
 

@@ -1,7 +1,10 @@
 // shardrt cache info|clear [--compile-cache DIR] [--json]: the persistent compile cache's
 // entries and size, or removes them. The directory is the one the other commands use
 // (CompileCacheDirectory: the flag, $SHARDRT_COMPILE_CACHE, the XDG default).
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/json_writer.h"
@@ -21,6 +24,21 @@ constexpr FlagDef kFlags[] = {
     {.name = "json", .type = FlagType::kBoolean,
      .description = "print `cache info` as one JSON object", .default_text = "off"},
 };
+
+// The note after an entry that is not valid: "(invalid)" for a regular file (damaged, of
+// another format or key), "(invalid: a directory, not an entry file)" for something else under
+// an entry's name, which the cache neither reads nor removes (its size is not counted).
+std::string InvalidNote(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "  (invalid)";
+  absl::string_view kind = "a special file";
+  if (S_ISDIR(st.st_mode)) kind = "a directory";
+  if (S_ISFIFO(st.st_mode)) kind = "a FIFO";
+  if (S_ISLNK(st.st_mode)) kind = "a symbolic link";
+  if (S_ISSOCK(st.st_mode)) kind = "a socket";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) kind = "a device";
+  return absl::StrCat("  (invalid: ", kind, ", not an entry file)");
+}
 
 }  // namespace
 
@@ -69,7 +87,8 @@ absl::Status CacheCommand(const std::vector<std::string>& args) {
               static_cast<long long>(info.bytes));
   for (const PersistentCacheEntryInfo& e : info.entries) {
     std::printf("  %s  %10lld bytes  %s%s\n", e.file.substr(0, 16).c_str(),
-                static_cast<long long>(e.bytes), e.name.c_str(), e.valid ? "" : "  (invalid)");
+                static_cast<long long>(e.bytes), e.name.c_str(),
+                e.valid ? "" : InvalidNote(info.directory + "/" + e.file).c_str());
   }
   return absl::OkStatus();
 }

@@ -1,8 +1,14 @@
 #include "cli/command_main.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -19,6 +25,30 @@
 
 namespace shardrt::cli {
 namespace {
+
+// Whether standard output was closed when RunCommandLine started (fd 1 then holds /dev/full).
+std::atomic<bool> output_closed{false};
+
+// Gives a closed fd 1 a stand-in, /dev/full, which takes no bytes: the command's output then
+// fails to be written (and is reported) rather than going to the next file the process opens.
+// The stand-in closes on exec, so a process the CLI starts again finds fd 1 closed too.
+void HoldClosedOutput() {
+  if (::fcntl(STDOUT_FILENO, F_GETFD) >= 0 || errno != EBADF) return;
+  output_closed = true;
+  const int fd = ::open("/dev/full", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return;
+  if (fd != STDOUT_FILENO) {
+    ::dup3(fd, STDOUT_FILENO, O_CLOEXEC);
+    ::close(fd);
+  }
+}
+
+// The error for output that could not be written, with errno value `error` (0: unknown).
+absl::Status OutputError(int error) {
+  if (output_closed) return CheckOutputOpen();
+  return absl::UnavailableError(absl::StrCat(
+      "writing the output: ", error != 0 ? std::strerror(error) : "a write failed"));
+}
 
 // Takes --timeout SECONDS / --timeout=SECONDS out of `args`. Error: a value that is not a whole
 // number of seconds in [1, 86400], or a missing one.
@@ -99,12 +129,16 @@ void PrintError(const std::string& prefix, absl::string_view message) {
 int RunCommandLine(const CommandDef& command, std::vector<std::string> args,
                    absl::string_view invocation) {
   const std::string prefix(invocation);
+  HoldClosedOutput();
   absl::StatusOr<std::optional<int64_t>> timeout = TakeTimeout(args);
   // The command parses its arguments again, with the same table: this parse is for --help and
   // for errors, which it reports with a pointer to the help.
   absl::StatusOr<Flags> flags = Flags::Parse(args, command.flags);
   if (flags.ok() && flags->help()) {
-    std::fputs(CommandHelp(command, invocation).c_str(), stdout);
+    if (absl::Status written = WriteOutput(CommandHelp(command, invocation)); !written.ok()) {
+      PrintError(prefix, written.message());
+      return 1;
+    }
     return 0;
   }
   if (!timeout.ok()) {
@@ -120,13 +154,37 @@ int RunCommandLine(const CommandDef& command, std::vector<std::string> args,
   {
     std::optional<Watchdog> watchdog;
     if (timeout->has_value()) watchdog.emplace(prefix, **timeout);
-    status = command.run(args);
+    if (std::optional<std::string> trace = flags->Get("trace")) {
+      status = CheckOutputFile("trace", *trace);
+    }
+    if (status.ok()) status = command.run(args);
+    if (status.ok()) status = FlushOutput();
   }
   if (!status.ok()) {
     PrintError(prefix, status.message());
     return 1;
   }
   return 0;
+}
+
+absl::Status CheckOutputOpen() {
+  if (!output_closed) return absl::OkStatus();
+  return absl::FailedPreconditionError("writing the output: standard output is closed");
+}
+
+absl::Status WriteOutput(absl::string_view bytes) {
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) {
+    return OutputError(errno);
+  }
+  return FlushOutput();
+}
+
+absl::Status FlushOutput() {
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0;
+  const int error = errno;
+  if (!failed && !std::ferror(stdout)) return absl::OkStatus();
+  return OutputError(failed ? error : 0);
 }
 
 }  // namespace shardrt::cli

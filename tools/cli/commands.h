@@ -1,6 +1,7 @@
 // The CLI's subcommands. Each takes its arguments (after the subcommand name), writes its
 // results to stdout, and returns a Status: the caller prints a non-OK one as one line on
-// stderr and exits non-zero. Each is described by a CommandDef whose flag table is the one the
+// stderr and exits non-zero, as it does when stdout could not take what was written to it
+// (RunCommandLine, cli/command_main.h). Each is described by a CommandDef whose flag table is the one the
 // command parses with and the one its help lists (cli/help.h).
 #pragma once
 

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -99,6 +100,47 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path) {
         "read, or does not report its size"));
   }
   return bytes;
+}
+
+absl::Status WriteFileReplacing(const std::string& path, absl::string_view bytes) {
+  struct stat info;
+  if (::lstat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": expected a regular file or no file, got ", FileKind(info.st_mode),
+        "; not replacing it"));
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  const std::string tmp = absl::StrCat(dir, slash == std::string::npos ? "/" : "", ".", base,
+                                       ".tmp-shardrt-", ::getpid(), "-",
+                                       absl::Hex(rng(), absl::kZeroPad16));
+  int fd;
+  do {
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return IoError(path, "cannot create", errno);
+  bool keep = false;
+  absl::Cleanup remove_tmp = [&] {
+    if (!keep) ::unlink(tmp.c_str());
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return IoError(path, "write failed", error);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) return IoError(path, "write failed", errno);
+  // rename(2) replaces a symbolic link made meanwhile itself, never its target.
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return IoError(path, "cannot replace", errno);
+  keep = true;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadStandardInput(int64_t limit) {

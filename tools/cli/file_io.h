@@ -1,4 +1,5 @@
-// Reading and failing on files the CLI is given: one bounded way to read a whole file.
+// Reading and failing on files the CLI is given: one bounded way to read a whole file, and one
+// way to write a whole file that never writes through a symbolic link.
 #pragma once
 
 #include <string>
@@ -23,6 +24,18 @@ namespace shardrt::cli {
 // it is read (or does not report its size, as procfs files); IoError's for open/read failures.
 // Thread-compatible (touches only `path`).
 [[nodiscard]] absl::StatusOr<std::string> ReadRegularFile(const std::string& path);
+
+// Writes `bytes` as the file at `path`, replacing a regular file there, without ever writing
+// through a symbolic link: the bytes go to a new temporary file in the same folder (created
+// with O_CREAT | O_EXCL | O_NOFOLLOW, named ".<file name>.tmp-shardrt-<pid>-<16 hex>"), which is
+// then renamed over `path` (atomic: a reader sees the old file or the whole new one). A path
+// that exists and is not a regular file (a symbolic link, even to a regular file, a folder, a
+// FIFO, a device) is refused and left as it is. On failure the temporary file is removed and
+// `path` is untouched.
+// Errors, each starting with the path: InvalidArgument "expected a regular file or no file,
+// got a symbolic link; not replacing it" (or a directory, a FIFO, ...); IoError's for create,
+// write and rename failures. Thread-compatible (touches only `path` and its temporary file).
+[[nodiscard]] absl::Status WriteFileReplacing(const std::string& path, absl::string_view bytes);
 
 // Everything on standard input up to its end, at most `limit` bytes. Errors: InvalidArgument
 // when there is more ("standard input: more than N bytes"); IoError's for read failures.

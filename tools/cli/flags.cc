@@ -1,5 +1,12 @@
 #include "cli/flags.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -35,6 +42,16 @@ absl::StatusOr<int64_t> ParseInt(const FlagDef& def, const std::string& text) {
                                                    "'"));
   }
   return value;
+}
+
+// What a file that is not a regular one is, for the error ("a directory", "a FIFO", ...).
+absl::string_view FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
 }
 
 // The error for a default the table does not state as a number.
@@ -150,6 +167,36 @@ absl::StatusOr<double> Flags::GetDouble(absl::string_view name) const {
                                                    d.number_max, "], got '", Shown(*text), "'"));
   }
   return value;
+}
+
+absl::Status CheckOutputFile(absl::string_view flag, const std::string& path) {
+  const std::string prefix = absl::StrCat("flag --", Shown(flag), ": ");
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(prefix, "empty path"));
+  auto fail = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, path, ": ", what));
+  };
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0) {
+    if (!S_ISREG(info.st_mode)) {
+      return fail(absl::StrCat("expected a regular file, got ", FileKind(info.st_mode)));
+    }
+    if (::access(path.c_str(), W_OK) != 0) {
+      return fail(absl::StrCat("cannot write: ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+  if (errno != ENOENT) return fail(absl::StrCat("cannot write: ", std::strerror(errno)));
+  std::string folder = std::filesystem::path(path).parent_path().string();
+  if (folder.empty()) folder = ".";
+  if (::stat(folder.c_str(), &info) != 0) {
+    return fail(absl::StrCat("no folder ", folder, " to write it in (", std::strerror(errno),
+                             ")"));
+  }
+  if (!S_ISDIR(info.st_mode)) return fail(absl::StrCat(folder, " is not a folder"));
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    return fail(absl::StrCat("cannot write in folder ", folder, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace shardrt::cli

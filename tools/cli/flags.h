@@ -15,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -95,5 +96,15 @@ class Flags {
   absl::flat_hash_set<std::string> present_;
   std::vector<std::string> positional_;
 };
+
+// Checks the path `path` that flag --`flag` names for a file the command writes (at its end,
+// or as it goes), before the command does any work: the file is not created or changed. OK
+// when it is a regular file that can be written, or when it does not exist and its folder does
+// and can be written in. Errors (InvalidArgument, each "flag --FLAG: PATH: ..."): an empty
+// path ("flag --FLAG: empty path"); "expected a regular file, got a directory" (a FIFO, a
+// character device, ...); "no folder DIR to write it in"; "DIR is not a folder"; "cannot write
+// in folder DIR: REASON"; "cannot write: REASON" (the system's reason). Thread-compatible
+// (looks at the file system only).
+[[nodiscard]] absl::Status CheckOutputFile(absl::string_view flag, const std::string& path);
 
 }  // namespace shardrt::cli

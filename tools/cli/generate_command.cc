@@ -1,4 +1,4 @@
-// shardrt generate: text generation with a Llama-architecture GGUF model (SmolLM2-135M-Instruct
+// shardrt generate: text generation with a Llama-family GGUF model (SmolLM2-135M-Instruct
 // by default, fetched by scripts/bootstrap.sh), tensor-parallel over N devices, through the
 // library's llm::Session (shardrt/llm/session.h). This file holds what belongs to the command:
 // its flags, its output (the text streams to stdout; --json prints one object at the end), and
@@ -20,8 +20,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "shardrt/base/json_writer.h"
+#include "cli/command_main.h"
 #include "cli/commands.h"
 #include "cli/file_io.h"
 #include "cli/flags.h"
@@ -185,10 +187,12 @@ absl::StatusOr<GenerateFlags> ReadGenerateFlags(const Flags& flags) {
         "--top-p and --seed apply to sampling: pass --temperature T > 0 too");
   }
   out.logits_out = flags.Get("logits-out");
-  if (out.logits_out.has_value() && out.logits_out->empty()) {
-    return absl::InvalidArgumentError("flag --logits-out: empty path");
+  // Checked now, before anything is compiled or loaded; written as the generation ends.
+  if (out.logits_out.has_value()) {
+    SHARDRT_RETURN_IF_ERROR(CheckOutputFile("logits-out", *out.logits_out));
   }
-  r.logits = out.logits_out.has_value() ? llm::LogitsOutput::kKeep : llm::LogitsOutput::kDiscard;
+  // --logits-out's rows are written as they come (the command sets on_logits).
+  r.logits = out.logits_out.has_value() ? llm::LogitsOutput::kStream : llm::LogitsOutput::kDiscard;
   if (flags.Has("prompt-tokens")) {
     SHARDRT_ASSIGN_OR_RETURN(r.prompt_tokens, ParseIds(*flags.Get("prompt-tokens")));
   } else {
@@ -246,49 +250,57 @@ absl::Status LoadAndPrepare(llm::Session& session, const GenerateFlags& g, doubl
   return absl::OkStatus();
 }
 
-// Writes every step's logits as a [tokens, vocab] f32 .npy.
-absl::Status WriteLogits(const std::string& path, const llm::GenerateResult& result,
-                         int64_t vocab) {
-  NpyArray array;
-  array.type = ElementType::kF32;
-  array.shape = {int64_t(result.logits.size()), vocab};
-  for (const std::vector<float>& row : result.logits) {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
-    array.data.insert(array.data.end(), bytes, bytes + row.size() * sizeof(float));
-  }
-  return WriteNpy(path, array);
-}
 
-// The --json object.
-void PrintJson(const llm::GenerateResult& result) {
+// The --json object. Error: it could not be written (WriteOutput's).
+absl::Status PrintJson(const llm::GenerateResult& result) {
   std::vector<int64_t> prompt(result.prompt_tokens.begin(), result.prompt_tokens.end());
   std::vector<int64_t> tokens(result.tokens.begin(), result.tokens.end());
-  std::printf("{\"prompt_tokens\": %s, \"tokens\": %s, \"text\": %s, \"finish_reason\": \"%s\", "
-              "\"prefill_s\": %.6f, \"decode_tokens_per_s\": %.3f}\n",
-              JsonIntList(prompt).c_str(), JsonIntList(tokens).c_str(),
-              JsonString(result.text).c_str(),
-              std::string(llm::FinishReasonName(result.finish_reason)).c_str(),
-              result.stats.prefill_seconds, result.stats.decode_tokens_per_second());
+  return WriteOutput(absl::StrFormat(
+      "{\"prompt_tokens\": %s, \"tokens\": %s, \"text\": %s, \"finish_reason\": \"%s\", "
+      "\"prefill_s\": %.6f, \"decode_tokens_per_s\": %.3f}\n",
+      JsonIntList(prompt), JsonIntList(tokens), JsonString(result.text),
+      std::string(llm::FinishReasonName(result.finish_reason)), result.stats.prefill_seconds,
+      result.stats.decode_tokens_per_second()));
 }
 
 // The end of a generation: the stream's last newline, --logits-out, --json, and the rates on
-// stderr. Error: the logits file could not be written.
-absl::Status PrintResult(const llm::GenerateResult& result, const GenerateFlags& g, bool json,
-                         int64_t vocab) {
-  if (!json) {
-    std::fputc('\n', stdout);
-    std::fflush(stdout);  // before the rates on stderr
-  }
-  if (g.logits_out.has_value()) {
-    SHARDRT_RETURN_IF_ERROR(WriteLogits(*g.logits_out, result, vocab));
-  }
-  if (json) PrintJson(result);
+// stderr. Errors: the output or the logits file could not be written.
+absl::Status PrintResult(const llm::GenerateResult& result, NpyRowWriter* logits, bool json) {
+  // The stream's newline, before the rates on stderr.
+  if (!json) SHARDRT_RETURN_IF_ERROR(WriteOutput("\n"));
+  // Its rows were written as they came (on_logits): the file gets its row count and its name.
+  if (logits != nullptr) SHARDRT_RETURN_IF_ERROR(logits->Finish());
+  if (json) SHARDRT_RETURN_IF_ERROR(PrintJson(result));
   std::fprintf(stderr, "prefill: %lld prompt tokens in %.3f s (%.1f tokens/s)\n",
                static_cast<long long>(result.stats.prompt_tokens), result.stats.prefill_seconds,
                result.stats.prefill_tokens_per_second());
   std::fprintf(stderr, "decoded %lld tokens in %.3f s (%.2f tokens/s)\n",
                static_cast<long long>(std::max<int64_t>(result.stats.generated_tokens - 1, 0)),
                result.stats.decode_seconds, result.stats.decode_tokens_per_second());
+  return absl::OkStatus();
+}
+
+// Sizes the session's cache to a prompt of `n` tokens and `max_tokens` generated ones, which
+// must fit the model's context and the cache that whole units of the programs' sizes leave of
+// it. Errors: InvalidArgument naming the sizes and the reason, before anything is compiled.
+absl::Status CheckContext(llm::Session& session, int64_t n, int64_t max_tokens,
+                          int64_t attention_block) {
+  const int64_t needed = n + max_tokens, context = session.info().context;
+  const std::string request = absl::StrCat("a prompt of ", n, " tokens and --max-tokens ",
+                                           max_tokens, " need ", needed, " positions");
+  if (needed > context) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        request, ", but the model's context holds ", context, " positions: pass fewer --max-tokens"));
+  }
+  SHARDRT_RETURN_IF_ERROR(session.SetContextLength(needed));
+  // The cache is whole units of the attention block and the prompt granule, rounded down where
+  // rounding up would pass the model's context.
+  if (session.context_length() < needed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        request, ", but the cache holds at most ", session.context_length(), " of the model's ",
+        context, ": whole units of the attention block (", attention_block,
+        ") and the prompt granule; pass a smaller --attention-block or fewer --max-tokens"));
+  }
   return absl::OkStatus();
 }
 
@@ -313,16 +325,29 @@ constinit const CommandDef kGenerateCommand{
     .run = GenerateCommand};
 
 // The `generate` subcommand (see commands.h). Errors: bad flags (InvalidArgument, before the
-// model is read), the model file's, the tokenizer's, the runtime's, compilation's and the
-// executions'. Owns everything it creates; runs on the calling thread.
+// model is read; a --logits-out path that cannot be written among them, and --trace's, which
+// RunCommandLine checks first), a closed standard output (before the runtime is made), a prompt
+// and --max-tokens the cache cannot hold (before anything is compiled), the model file's, the
+// tokenizer's, the runtime's, compilation's and the executions'; output that cannot be written
+// (the first streamed token that fails ends the generation) and a --logits-out file that
+// cannot be written (a file at the path then stays as it was). Owns everything it creates;
+// runs on the calling thread.
 absl::Status GenerateCommand(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(Flags flags, Flags::Parse(args, kFlags));
   SHARDRT_ASSIGN_OR_RETURN(GenerateFlags g, ReadGenerateFlags(flags));
   const bool json = flags.Has("json"), compile_only = flags.Has("compile-only");
+  // The results go to standard output: a closed one fails before any work.
+  if (!compile_only) SHARDRT_RETURN_IF_ERROR(CheckOutputOpen());
   CommandReports reports(flags.Has("metrics"), flags.Get("trace"));
   SHARDRT_RETURN_IF_ERROR(reports.Start());
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime,
                            CreateCliRuntime(g.devices, flags.Get("plugin"), flags.Get("compile-cache")));
+  // --logits-out's file is made now (after CreateCliRuntime, which may start the process again),
+  // before anything is compiled or loaded; each row is written as its token comes.
+  std::unique_ptr<NpyRowWriter> logits;
+  if (g.logits_out.has_value() && !compile_only) {
+    SHARDRT_ASSIGN_OR_RETURN(logits, NpyRowWriter::Create(*g.logits_out));
+  }
   if (g.prompt_from_stdin) {
     SHARDRT_ASSIGN_OR_RETURN(g.request.prompt, ReadStandardInput(kMaxPromptFileBytes));
     if (g.request.prompt.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
@@ -339,10 +364,13 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   SHARDRT_ASSIGN_OR_RETURN(options.weights, WeightsFlag(flags));
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Session> session,
                            llm::Session::Open(*runtime, options));
+  if (logits != nullptr) {
+    SHARDRT_RETURN_IF_ERROR(logits->Start(ElementType::kF32, {session->info().vocab}));
+  }
   SHARDRT_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptOf(*session, g.request));
   // One request per process: the cache holds exactly its positions.
   const int64_t n = int64_t(prompt.size()), max_tokens = g.request.max_tokens;
-  SHARDRT_RETURN_IF_ERROR(session->SetContextLength(n + max_tokens));
+  SHARDRT_RETURN_IF_ERROR(CheckContext(*session, n, max_tokens, options.attention_block));
   const Clock::time_point compile_start = Clock::now();
   SHARDRT_RETURN_IF_ERROR(CompileFirst(*session, *runtime, args,
                                        compile_only || g.prompt_from_stdin, n, max_tokens));
@@ -358,26 +386,32 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "no text (%s): printing token ids\n",
                  std::string(text.message()).c_str());
   }
+  // The first failed write to stdout ends the generation, and the command with it.
+  absl::Status written;
   auto on_token = [&](const llm::TokenEvent& event) {
     // The prefill's memory goes soon after its token, and each step frees small temporaries:
     // trim at tokens 1, 2, 4, ..., 256 and then every 256 (a trim costs about a millisecond).
     const int64_t k = event.index + 1;
     if ((k & (k - 1)) == 0 ? k <= 256 : k % 256 == 0) malloc_trim(0);
     if (!json && !text.ok()) {
-      std::printf("%s%d", event.index == 0 ? "" : " ", event.token);
-      std::fflush(stdout);
+      written = WriteOutput(absl::StrCat(event.index == 0 ? "" : " ", event.token));
     } else if (!json && !event.text.empty()) {
-      std::fwrite(event.text.data(), 1, event.text.size(), stdout);
-      std::fflush(stdout);
+      written = WriteOutput(absl::string_view(event.text.data(), event.text.size()));
     }
-    return llm::StreamControl::kContinue;
+    return written.ok() ? llm::StreamControl::kContinue : llm::StreamControl::kStop;
   };
   g.request.prompt.clear();
   g.request.prompt_tokens = prompt;
   g.request.format = llm::PromptFormat::kRaw;
   g.request.system.clear();
+  if (logits != nullptr) {
+    g.request.on_logits = [&](int64_t, std::span<const float> row) {
+      return logits->AppendRow(row.data(), row.size_bytes());
+    };
+  }
   SHARDRT_ASSIGN_OR_RETURN(llm::GenerateResult result, session->Generate(g.request, on_token));
-  SHARDRT_RETURN_IF_ERROR(PrintResult(result, g, json, session->info().vocab));
+  SHARDRT_RETURN_IF_ERROR(written);
+  SHARDRT_RETURN_IF_ERROR(PrintResult(result, logits.get(), json));
   return reports.Finish();
 }
 

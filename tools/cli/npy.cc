@@ -1,5 +1,7 @@
 #include "cli/npy.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -486,15 +488,145 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
 absl::Status WriteNpy(const std::string& path, const NpyArray& array) {
   absl::StatusOr<std::string> bytes = SerializeNpy(array);
   if (!bytes.ok()) return WithPath(bytes.status(), path);
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) return IoError(path, "cannot create", errno);
-  const size_t written = std::fwrite(bytes->data(), 1, bytes->size(), file);
-  const int write_error = errno;
-  if (written != bytes->size()) {
-    std::fclose(file);
-    return IoError(path, "write failed", write_error);
+  return WriteFileReplacing(path, *bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// NpyRowWriter
+
+namespace {
+
+// Writes `size` bytes at `data` to `fd` at `offset` (or at its position when offset < 0),
+// retrying on EINTR and short writes. Returns 0, or the errno value of the failure.
+int WriteAll(int fd, const void* data, size_t size, off_t offset = -1) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = offset < 0 ? ::write(fd, p, size) : ::pwrite(fd, p, size, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    p += n;
+    size -= static_cast<size_t>(n);
+    if (offset >= 0) offset += n;
   }
-  if (std::fclose(file) != 0) return IoError(path, "write failed", errno);
+  return 0;
+}
+
+}  // namespace
+
+NpyRowWriter::NpyRowWriter(std::string path, std::string temp_path, int fd)
+    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
+
+NpyRowWriter::~NpyRowWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!finished_) ::unlink(temp_path_.c_str());
+}
+
+absl::StatusOr<std::unique_ptr<NpyRowWriter>> NpyRowWriter::Create(const std::string& path) {
+  // A new name: a stale file of another process with this pid is never reused.
+  constexpr int kTries = 100;
+  for (int i = 0;; ++i) {
+    std::string temp = absl::StrCat(path, ".partial-", ::getpid(), "-", i);
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
+    if (fd >= 0) {
+      return std::unique_ptr<NpyRowWriter>(new NpyRowWriter(path, std::move(temp), fd));
+    }
+    if (errno != EEXIST || i + 1 == kTries) {
+      return IoError(path, absl::StrCat("cannot create ", temp), errno);
+    }
+  }
+}
+
+absl::StatusOr<std::string> NpyRowWriter::Header(int64_t rows) const {
+  std::vector<int64_t> shape = {rows};
+  shape.insert(shape.end(), row_shape_.begin(), row_shape_.end());
+  const std::string dict = absl::StrCat("{'descr': '", descr_, "', 'fortran_order': False, 'shape': ",
+                                        ShapeText(shape), ", }");
+  const size_t v1_prefix = kMagic.size() + 2 + 2;
+  size_t total = header_length_;
+  if (total == 0) total = (v1_prefix + dict.size() + 1 + kAlignment - 1) / kAlignment * kAlignment;
+  // Version 1.0 stores the header length in 2 bytes, 2.0 in 4.
+  const bool v1 = total - v1_prefix <= kMaxV1HeaderLength;
+  const size_t prefix = v1 ? v1_prefix : v1_prefix + 2;
+  if (!v1 && header_length_ == 0) total += kAlignment;  // room for the longer prefix
+  const size_t length = total - prefix;
+  if (dict.size() + 1 > length) {
+    return absl::InternalError(absl::StrCat("npy header of ", dict.size(), " bytes exceeds ",
+                                            length));
+  }
+  std::string out(kMagic);
+  out.push_back(static_cast<char>(v1 ? 1 : 2));
+  out.push_back(0);
+  for (size_t i = 0; i < prefix - kMagic.size() - 2; ++i) {
+    out.push_back(static_cast<char>((length >> (8 * i)) & 0xFF));
+  }
+  out += dict;
+  out.append(length - dict.size() - 1, ' ');
+  out.push_back('\n');
+  return out;
+}
+
+absl::Status NpyRowWriter::Start(ElementType type, const std::vector<int64_t>& row_shape) {
+  if (started_) return WithPath(Invalid("the array has started already"), path_);
+  absl::StatusOr<std::string> descr = DescrOf(type);
+  if (!descr.ok()) return WithPath(descr.status(), path_);
+  absl::StatusOr<int64_t> count = NumElements(row_shape);
+  if (!count.ok()) return WithPath(count.status(), path_);
+  const int64_t element_size = ElementSizeInBytes(type);
+  if (*count > std::numeric_limits<int64_t>::max() / element_size) {
+    return WithPath(Invalid(absl::StrCat("row shape ", ShapeText(row_shape), " is too large")),
+                    path_);
+  }
+  descr_ = *std::move(descr);
+  row_shape_ = row_shape;
+  row_bytes_ = static_cast<size_t>(*count * element_size);
+  // Room for the widest row count.
+  SHARDRT_ASSIGN_OR_RETURN(const std::string widest, Header(std::numeric_limits<int64_t>::max()));
+  header_length_ = widest.size();
+  SHARDRT_ASSIGN_OR_RETURN(const std::string header, Header(0));
+  if (const int error = WriteAll(fd_, header.data(), header.size()); error != 0) {
+    return IoError(path_, "write failed", error);
+  }
+  started_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status NpyRowWriter::AppendRow(const void* data, size_t size) {
+  if (!started_ || finished_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": a row ", finished_ ? "after the end" : "before the start"));
+  }
+  if (size != row_bytes_) {
+    return WithPath(Invalid(absl::StrCat("row ", rows_, " holds ", size, " bytes, expected ",
+                                         row_bytes_, " (", ShapeText(row_shape_), ")")),
+                    path_);
+  }
+  if (row_bytes_ > 0 && rows_ >= std::numeric_limits<int64_t>::max() / int64_t(row_bytes_)) {
+    return WithPath(Invalid(absl::StrCat("more than ", rows_, " rows")), path_);
+  }
+  if (const int error = WriteAll(fd_, data, size); error != 0) {
+    return IoError(path_, "write failed", error);
+  }
+  ++rows_;
+  return absl::OkStatus();
+}
+
+absl::Status NpyRowWriter::Finish() {
+  if (!started_ || finished_ || fd_ < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": finishing an array that ",
+                     started_ ? "has finished already" : "has not started"));
+  }
+  SHARDRT_ASSIGN_OR_RETURN(const std::string header, Header(rows_));
+  if (const int error = WriteAll(fd_, header.data(), header.size(), 0); error != 0) {
+    return IoError(path_, "write failed", error);
+  }
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  if (closed != 0) return IoError(path_, "write failed", errno);
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    return IoError(path_, absl::StrCat("cannot rename ", temp_path_, " to it"), errno);
+  }
+  finished_ = true;
   return absl::OkStatus();
 }
 

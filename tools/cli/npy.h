@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,9 +68,61 @@ struct NpyArray {
 //   NotFound / PermissionDenied / Unavailable  the open failure, with the system's reason.
 [[nodiscard]] absl::StatusOr<NpyArray> ReadNpy(const std::string& path);
 
-// Serializes `array` and writes it to `path`, replacing any file there. Thread-compatible
-// (touches only `path`). Errors: those of SerializeNpy, or the open/write failure, each with the
-// path in the message. On a write failure the file may be left partly written.
+// Serializes `array` and writes it to `path` with WriteFileReplacing (file_io.h): through a
+// new temporary file in the same folder renamed over `path`, so a regular file there is
+// replaced whole and a symbolic link, folder or FIFO there is refused, never written through.
+// Thread-compatible (touches only `path` and its temporary file). Errors: those of
+// SerializeNpy, or WriteFileReplacing's (a non-regular file at `path`, create/write/rename
+// failures), each with the path in the message. On failure `path` is left as it was.
 [[nodiscard]] absl::Status WriteNpy(const std::string& path, const NpyArray& array);
+
+// A .npy file written a row at a time, for an array [rows, row_shape...] whose row count is
+// known only at its end (version 1.0, or 2.0 for a header over 64 KiB; C order, little-endian).
+// The rows go to a temporary file in the folder of `path` ("PATH.partial-PID-N"), which Finish
+// writes the row count into and renames to `path`: until then a file at `path` stays as it was,
+// and no row is held in memory. Not thread-safe; owned by one caller.
+class NpyRowWriter {
+ public:
+  // Creates the temporary file (new, in the folder of `path`). Errors: IoError's with the
+  // temporary file's path ("cannot create: No such file or directory", ...).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<NpyRowWriter>> Create(
+      const std::string& path);
+  // Removes the temporary file unless Finish succeeded.
+  ~NpyRowWriter();
+  NpyRowWriter(const NpyRowWriter&) = delete;
+  NpyRowWriter& operator=(const NpyRowWriter&) = delete;
+
+  // Sets the element type and the shape of one row, and writes a header with room for any row
+  // count. Call once, before AppendRow. Errors (with the path in front): InvalidArgument for
+  // bf16, a type .npy lacks, a negative dimension, a second call; the write failure.
+  [[nodiscard]] absl::Status Start(ElementType type, const std::vector<int64_t>& row_shape);
+  // Appends one row: `size` bytes at `data`, exactly product(row_shape) elements, row-major,
+  // little-endian. Errors (with the path in front): FailedPrecondition before Start or after
+  // Finish; InvalidArgument for another size or an array whose size overflows; the write
+  // failure.
+  [[nodiscard]] absl::Status AppendRow(const void* data, size_t size);
+  // Rows appended so far.
+  int64_t rows() const { return rows_; }
+  // Writes the row count into the header, closes the file and renames it to `path`, replacing
+  // any file there. Errors (with the path in front): FailedPrecondition before Start or a second
+  // time; the write, close or rename failure (the temporary file is then removed).
+  [[nodiscard]] absl::Status Finish();
+
+ private:
+  NpyRowWriter(std::string path, std::string temp_path, int fd);
+  // The header for `rows` rows, header_length_ bytes long (0: as short as it can be).
+  absl::StatusOr<std::string> Header(int64_t rows) const;
+
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  bool started_ = false;
+  bool finished_ = false;
+  std::string descr_;
+  std::vector<int64_t> row_shape_;
+  size_t row_bytes_ = 0;
+  size_t header_length_ = 0;
+  int64_t rows_ = 0;
+};
 
 }  // namespace shardrt::cli

@@ -34,4 +34,9 @@ inline constexpr int64_t kMaxFileBytes = int64_t{4} << 30;
 // 8 MiB), with room for the rest of the text.
 inline constexpr int64_t kMaxShardingTextBytes = int64_t{16} << 20;
 
+// Brackets ((), [], {}, <>) open at once in a program's text: the plugin's MLIR parser recurses
+// once or twice per level and crashes its stack at about 10,000 (attributes such as [[[...]]]
+// or {a = {a = ...}}); real programs (regions, types, dense literals) nest a few tens deep.
+inline constexpr int64_t kMaxProgramNesting = 256;
+
 }  // namespace shardrt::limits

@@ -72,9 +72,11 @@ struct SHARDRT_EXPORT PersistentCacheInfo {
 [[nodiscard]] SHARDRT_EXPORT absl::StatusOr<PersistentCacheInfo> InspectPersistentCache(
     const std::string& directory);
 
-// Removes every entry (and temporary file) of the cache in `directory`, leaving the directory,
-// the plugin-digest memo (plugin-digests/) and anything in it that is not the cache's. Returns
-// how many entries it removed. Errors: NotFound if the directory does not exist; the file
+// Removes every entry of the cache in `directory` (a regular file named <64 hex>.entry that
+// starts with the entry format's magic) and its temporary files (.tmp-shardrt-<pid>-<16 hex>
+// of a process that is gone, or over an hour old), leaving the directory, the plugin-digest
+// memo (plugin-digests/) and anything in it that is not the cache's, even under a name that
+// looks like one. Returns how many entries it removed. Errors: NotFound if the directory does not exist; the file
 // system's errors. Safe while other processes use the cache (they miss and compile).
 [[nodiscard]] SHARDRT_EXPORT absl::StatusOr<int64_t> ClearPersistentCache(
     const std::string& directory);

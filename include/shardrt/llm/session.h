@@ -85,8 +85,11 @@ struct SHARDRT_EXPORT StopConditions {
   std::vector<std::string> strings;  // text that ends a generation (not part of the answer)
 };
 
-// Whether a generation returns every step's logits (a download of the vocabulary per token).
-enum class LogitsOutput { kDiscard, kKeep };
+// Whether a generation returns every step's logits (a download of the vocabulary per token):
+// kKeep keeps them all in GenerateResult::logits; kStream hands each step's to
+// GenerateRequest::on_logits as it comes and keeps none (a long generation's logits never
+// gather in memory).
+enum class LogitsOutput { kDiscard, kKeep, kStream };
 
 struct SHARDRT_EXPORT GenerateRequest {
   // The prompt: text (`prompt`), or token ids (`prompt_tokens`, used as they are). Exactly one
@@ -99,6 +102,11 @@ struct SHARDRT_EXPORT GenerateRequest {
   SamplingOptions sampling;
   StopConditions stop;
   LogitsOutput logits = LogitsOutput::kDiscard;
+  // With LogitsOutput::kStream: called with each generated token's index and its logits (the
+  // vocabulary's values, valid during the call only), on the thread that runs Generate, before
+  // the token's callback. An error ends Generate with it. Session::Generate only (the
+  // Scheduler refuses kStream).
+  std::function<absl::Status(int64_t index, std::span<const float> logits)> on_logits;
   // Checked before each token is handed out: once cancelled, the generation ends with
   // FinishReason::kCancelled. Borrowed; may be null.
   const Cancellation* cancel = nullptr;

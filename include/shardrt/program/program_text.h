@@ -50,8 +50,9 @@ struct SHARDRT_EXPORT ProgramInfo {
 // must fit in int64 (the compiler aborts on ones that do not).
 // Error: InvalidArgument naming the line and the argument or result of @main whose type is not
 // a static tensor of a supported element type (or is above limits::kMaxArrayBytes), a tensor
-// type anywhere whose size overflows, a declared count that is not a number that fits, or an
-// unclosed bracket.
+// type anywhere whose size overflows, a declared count that is not a number that fits, an
+// unclosed bracket, or brackets nested deeper than limits::kMaxProgramNesting (which would
+// overflow the compiler's recursive parser). Bytecode is not parsed here (only uses_shardy).
 [[nodiscard]] SHARDRT_EXPORT absl::StatusOr<ProgramInfo> InspectProgram(absl::string_view program);
 
 // The signature of `func.func [public] @main(...) -> ...` in MLIR text: InspectProgram's

@@ -85,6 +85,33 @@ TEST_F(BadInputTest, HugeDeclaredCountsAndLongSpaceRunsAreLinear) {  // D2
                                               ColumnSum10x3(c));
 }
 
+// An attribute nested 10,000 levels deep (a 20 KB file) crashed the plugin's recursive parser
+// (SIGSEGV); it is refused before the plugin sees it, in text of any bracket kind. 200 levels
+// (a constant of that depth is no valid program, so an attribute) still reach the compiler.
+TEST_F(BadInputTest, DeeplyNestedProgramsAreRefusedNotACrash) {  // R1
+  auto program = [](int levels, const std::string& open, const std::string& close) {
+    std::string attr;
+    for (int i = 0; i < levels; ++i) attr += open;
+    attr += "1";
+    for (int i = 0; i < levels; ++i) attr += close;
+    return "module @m {\n  func.func public @main(%x: tensor<f32>) -> tensor<f32> "
+           "attributes {deep = " + attr + "} {\n    return %x : tensor<f32>\n  }\n}\n";
+  };
+  WriteText(dir_ + "/brackets.mlir", program(10'000, "[", "]"));
+  ExpectCleanError("run " + dir_ + "/brackets.mlir --devices 1 --arg " + dir_ + "/scalar.npy",
+                   "the program nests brackets more than 256 deep at line 2");
+  WriteText(dir_ + "/dicts.mlir", program(10'000, "{a = ", "}"));
+  ExpectCleanError("run " + dir_ + "/dicts.mlir --devices 1 --arg " + dir_ + "/scalar.npy",
+                   "the program nests brackets more than 256 deep at line 2");
+  WriteText(dir_ + "/shallow.mlir", program(200, "[", "]"));
+  CliResult r = RunCliCaptured("run " + dir_ + "/shallow.mlir --devices 1 --arg " + dir_ +
+                               "/scalar.npy --out " + dir_ + "/shallow_out");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto out = ReadNpy(dir_ + "/shallow_out/output_0.npy");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FLOAT_EQ(reinterpret_cast<float*>(out->data.data())[0], -2.0f);  // F32({}) is -2
+}
+
 TEST_F(BadInputTest, ShapesThatOverflowAreRefusedBeforeCompiling) {  // D4
   WriteText(dir_ + "/param.mlir",
             "module @m {\n  func.func public @main(%x: tensor<4294967296x4294967296xf32>) -> "

@@ -1,8 +1,13 @@
 // The persistent compile cache across processes, through the CLI: `shardrt run --compile-cache
 // DIR` misses then hits with the same outputs, `shardrt cache info|clear` list and empty the
-// directory, two processes filling an empty cache at once leave one valid entry, and bad uses
-// are one-line errors.
+// directory, two processes filling an empty cache at once leave one valid entry, bad uses
+// are one-line errors, and files in the directory that are not the cache's (a FIFO or a huge
+// sparse file under an entry's name, folders, a user's notes and drafts) neither hang nor are
+// read whole nor are removed.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +21,7 @@
 #include "../../common/mini_json.h"
 #include "absl/strings/str_cat.h"
 #include "cli/cli_runner.h"
+#include "cli/deadline_runner.h"
 #include "cli/npy.h"
 #include "gtest/gtest.h"
 
@@ -26,6 +32,8 @@ namespace fs = std::filesystem;
 using testing::CliResult;
 using testing::ExpectCleanError;
 using testing::RunCliCaptured;
+using testing::RunCliWithDeadline;
+using testing::TimedResult;
 using shardrt::testing::JsonParser;
 using shardrt::testing::JsonValue;
 
@@ -250,6 +258,175 @@ TEST(CliCacheTest, RunWithAnUnusableCacheDirectoryStillSucceeds) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(CounterIn(r.out, "PersistentCacheError"), 1) << r.out;
   CheckOutputs(dir + "/out", c);
+}
+
+// The one entry file in `cache` ("" when there is not exactly one).
+std::string OnlyEntryFile(const std::string& cache) {
+  std::vector<std::string> entries;
+  for (const fs::directory_entry& e : fs::directory_iterator(cache)) {
+    if (e.path().extension() == ".entry") entries.push_back(e.path().string());
+  }
+  return entries.size() == 1 ? entries[0] : "";
+}
+
+// Writes `text` to `path` and sets its modification time `seconds_ago` before now.
+void WriteAged(const std::string& path, const std::string& text, int64_t seconds_ago) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr) << path;
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  struct timespec times[2];
+  times[0].tv_sec = ::time(nullptr) - seconds_ago;
+  times[0].tv_nsec = 0;
+  times[1] = times[0];
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
+std::string ReadText(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return "(missing)";
+  std::string text;
+  char buffer[256];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) text.append(buffer, n);
+  std::fclose(f);
+  return text;
+}
+
+constexpr auto kRunDeadline = std::chrono::seconds(120);
+constexpr auto kInfoDeadline = std::chrono::seconds(20);
+
+// A FIFO under an entry's name: `run`, `cache info` and `cache clear` open nothing that blocks
+// (before, each hung forever in open), and clear leaves the FIFO, which is not the cache's.
+TEST(CliCacheTest, AFifoUnderAnEntryNameDoesNotHang) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string cache = dir + "/cache";
+  const IntOpsCase c = WriteIntOpsArgs(dir);
+  const std::string run =
+      "run " + kProgram + " --devices 8 " + c.args + " --compile-cache " + cache + " --metrics";
+  TimedResult cold = RunCliWithDeadline(run, kRunDeadline);
+  ASSERT_EQ(cold.exit_code, 0) << cold.err;
+  const std::string entry = OnlyEntryFile(cache);
+  ASSERT_FALSE(entry.empty());
+  ASSERT_EQ(::unlink(entry.c_str()), 0);
+  ASSERT_EQ(::mkfifo(entry.c_str(), 0600), 0) << std::strerror(errno);
+
+  TimedResult again = RunCliWithDeadline(run + " --out " + dir + "/out", kRunDeadline);
+  ASSERT_FALSE(again.timed_out) << "run hung on a FIFO entry";
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(CounterIn(again.out, "PersistentCacheCorrupt"), 1) << again.out;
+  EXPECT_EQ(CounterIn(again.out, "PersistentCacheHit"), 0) << again.out;
+  CheckOutputs(dir + "/out", c);
+
+  struct stat st {};
+  if (::lstat(entry.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) {  // replaced by the run
+    ::unlink(entry.c_str());
+    ASSERT_EQ(::mkfifo(entry.c_str(), 0600), 0) << std::strerror(errno);
+  }
+  TimedResult info = RunCliWithDeadline("cache info --compile-cache " + cache, kInfoDeadline);
+  ASSERT_FALSE(info.timed_out) << "cache info hung on a FIFO entry";
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_EQ(info.out.rfind(cache + ": 1 entries, 0 bytes\n", 0), 0u) << info.out;
+  EXPECT_NE(info.out.find("0 bytes    (invalid: a FIFO, not an entry file)"), std::string::npos)
+      << info.out;
+  TimedResult clear = RunCliWithDeadline("cache clear --compile-cache " + cache, kInfoDeadline);
+  ASSERT_FALSE(clear.timed_out) << "cache clear hung on a FIFO entry";
+  ASSERT_EQ(clear.exit_code, 0) << clear.err;
+  EXPECT_EQ(clear.out, "removed 0 entries from " + cache + "\n");
+  ASSERT_EQ(::lstat(entry.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
+// A sparse file of 4,294,967,000 bytes under an entry's name is refused from its header: neither
+// `run` nor `cache info` reads it (before, 4.8 GB and 4.2 GB of resident memory).
+TEST(CliCacheTest, AHugeSparseFileUnderAnEntryNameIsNotRead) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string cache = dir + "/cache";
+  const IntOpsCase c = WriteIntOpsArgs(dir);
+  const std::string run =
+      "run " + kProgram + " --devices 8 " + c.args + " --compile-cache " + cache + " --metrics";
+  TimedResult cold = RunCliWithDeadline(run, kRunDeadline);
+  ASSERT_EQ(cold.exit_code, 0) << cold.err;
+  const std::string entry = OnlyEntryFile(cache);
+  ASSERT_FALSE(entry.empty());
+  auto make_sparse = [&] {
+    const int fd = ::open(entry.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    EXPECT_EQ(::ftruncate(fd, 4'294'967'000), 0) << std::strerror(errno);
+    ::close(fd);
+  };
+  constexpr int64_t kLimitKib = 1024 * 1024;  // far below the 4 GiB a read would take
+
+  make_sparse();
+  TimedResult info = RunCliWithDeadline("cache info --compile-cache " + cache, kInfoDeadline);
+  ASSERT_FALSE(info.timed_out);
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_LT(info.seconds, 2.0) << "cache info read the file";
+  EXPECT_LT(info.peak_rss_kib, kLimitKib) << "cache info read the file";
+  EXPECT_NE(info.out.find("4294967000 bytes    (invalid)"), std::string::npos) << info.out;
+
+  TimedResult again = RunCliWithDeadline(run, kRunDeadline);
+  ASSERT_FALSE(again.timed_out);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(CounterIn(again.out, "PersistentCacheCorrupt"), 1) << again.out;
+  EXPECT_LT(again.peak_rss_kib, cold.peak_rss_kib + kLimitKib) << "run read the file";
+}
+
+// Folders under entry names: listed as invalid with no size ("-1 bytes" before, and the total
+// "-2 bytes"), and left by `cache clear`.
+TEST(CliCacheTest, CacheInfoOnFoldersSaysWhatTheyAre) {
+  const std::string cache = testing::MakeTempDir();
+  for (char c : {'a', 'b'}) {
+    ASSERT_TRUE(fs::create_directory(cache + "/" + std::string(64, c) + ".entry"));
+  }
+  TimedResult info = RunCliWithDeadline("cache info --compile-cache " + cache, kInfoDeadline);
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_EQ(info.out.rfind(cache + ": 2 entries, 0 bytes\n", 0), 0u) << info.out;
+  for (const char* name : {"aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"}) {  // in either order
+    EXPECT_NE(info.out.find(std::string("  ") + name +
+                            "           0 bytes    (invalid: a directory, not an entry file)\n"),
+              std::string::npos)
+        << info.out;
+  }
+  EXPECT_EQ(info.out.find("-1"), std::string::npos) << info.out;
+  TimedResult json =
+      RunCliWithDeadline("cache info --compile-cache " + cache + " --json", kInfoDeadline);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.out.find("-1"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"bytes\": 0}\n"), std::string::npos) << json.out;
+  TimedResult clear = RunCliWithDeadline("cache clear --compile-cache " + cache, kInfoDeadline);
+  ASSERT_EQ(clear.exit_code, 0) << clear.err;
+  EXPECT_EQ(clear.out, "removed 0 entries from " + cache + "\n");
+  EXPECT_TRUE(fs::is_directory(cache + "/" + std::string(64, 'a') + ".entry"));
+}
+
+// `cache clear` removes the cache's entries only: a user's file named like an entry and files
+// starting ".tmp-" that shardrt did not write stay. A run that stores an entry (and so evicts)
+// leaves a user's two-hour-old ".tmp-user-draft.txt" (before, it was deleted as a stale
+// temporary file).
+TEST(CliCacheTest, ClearAndEvictionLeaveFilesThatAreNotTheCaches) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string cache = dir + "/cache";
+  ASSERT_TRUE(fs::create_directory(cache));
+  const IntOpsCase c = WriteIntOpsArgs(dir);
+  const std::string foreign[] = {cache + "/" + std::string(64, 'f') + ".entry",
+                                 cache + "/.tmp-user-draft.txt", cache + "/.tmp-123-abc"};
+  for (const std::string& f : foreign) WriteAged(f, "the user's words", 2 * 3600);
+
+  TimedResult stored = RunCliWithDeadline(
+      "run " + kProgram + " --devices 8 " + c.args + " --compile-cache " + cache + " --metrics",
+      kRunDeadline);
+  ASSERT_EQ(stored.exit_code, 0) << stored.err;
+  EXPECT_EQ(CounterIn(stored.out, "PersistentCacheMiss"), 1) << stored.out;
+  for (const std::string& f : foreign) EXPECT_EQ(ReadText(f), "the user's words") << f;
+
+  TimedResult clear = RunCliWithDeadline("cache clear --compile-cache " + cache, kInfoDeadline);
+  ASSERT_EQ(clear.exit_code, 0) << clear.err;
+  EXPECT_EQ(clear.out, "removed 1 entries from " + cache + "\n");
+  for (const std::string& f : foreign) EXPECT_EQ(ReadText(f), "the user's words") << f;
+  JsonValue json = InfoJson(cache);
+  ASSERT_EQ(json["entries"].array.size(), 1u) << "the user's file, listed as invalid";
+  EXPECT_FALSE(json["entries"].array[0]["valid"].boolean);
 }
 
 }  // namespace

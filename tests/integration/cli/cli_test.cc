@@ -1,11 +1,20 @@
 // The CLI binary end to end: `shardrt run` on .npy files and `shardrt devices --json`, checked
-// against host computations; bad input exits non-zero with one line on stderr.
+// against host computations; bad input exits non-zero with one line on stderr; `run --out`
+// never writes through a symbolic link it finds in the folder.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "cli/cli_runner.h"
+#include "cli/deadline_runner.h"
 #include "cli/npy.h"
 #include "gtest/gtest.h"
 
@@ -117,6 +126,132 @@ TEST(CliTest, RunCompilesShardyAnnotatedProgramsWithShardy) {
     for (int row = 0; row < 16; ++row) e += xv[row * 4 + c];
     EXPECT_NEAR(sv[c], e, 1e-4);
   }
+}
+
+// A symbolic link already in the --out folder, `DIR/output_0.npy -> ../precious.txt`: the run
+// refuses to replace it, in one line, and the file outside the folder is unchanged (before, the
+// output was written through the link over it). A regular file there is replaced whole, and no
+// temporary file is left behind.
+TEST(CliTest, RunOutNeverWritesThroughASymbolicLink) {
+  const std::string dir = TempDir();
+  NpyArray x{ElementType::kF32, {10, 3}, std::vector<uint8_t>(120)};
+  ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
+  const std::string out = dir + "/out";
+  ASSERT_EQ(::mkdir(out.c_str(), 0755), 0);
+  const std::string precious = dir + "/precious.txt";
+  {
+    FILE* f = std::fopen(precious.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("irreplaceable", f);
+    std::fclose(f);
+  }
+  ASSERT_EQ(::symlink("../precious.txt", (out + "/output_0.npy").c_str()), 0)
+      << std::strerror(errno);
+  const std::string run = "run " SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir --devices 4 "
+                          "--compile-cache off --arg " + dir + "/x.npy --out " + out;
+  testing::TimedResult r = testing::RunCliWithDeadline(run, std::chrono::seconds(120));
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+  EXPECT_NE(r.err.find(out + "/output_0.npy: expected a regular file or no file, got a symbolic "
+                             "link; not replacing it"),
+            std::string::npos)
+      << r.err;
+  FILE* f = std::fopen(precious.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char text[64] = {};
+  std::fread(text, 1, sizeof(text) - 1, f);
+  std::fclose(f);
+  EXPECT_STREQ(text, "irreplaceable");
+  struct stat st {};
+  ASSERT_EQ(::lstat((out + "/output_0.npy").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+
+  // A regular file in its place is replaced by the whole output.
+  ASSERT_EQ(::unlink((out + "/output_0.npy").c_str()), 0);
+  {
+    FILE* g = std::fopen((out + "/output_0.npy").c_str(), "w");
+    ASSERT_NE(g, nullptr);
+    std::fputs("an old output, longer than nothing", g);
+    std::fclose(g);
+  }
+  r = testing::RunCliWithDeadline(run, std::chrono::seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto y = ReadNpy(out + "/output_0.npy");
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->shape, (std::vector<int64_t>{10, 3}));
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+}
+
+// The last line of `text` (without its newline).
+std::string LastLineOf(const std::string& text) {
+  std::string t = text;
+  if (!t.empty() && t.back() == '\n') t.pop_back();
+  return t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
+}
+
+// Output that cannot be written (a full device, a closed stdout) fails the command with one
+// line naming the write, instead of exiting 0 having written nothing.
+TEST(CliTest, OutputThatCannotBeWrittenFailsWithOneLine) {
+  const std::string dir = TempDir();
+  NpyArray x{ElementType::kF32, {10, 3}, std::vector<uint8_t>(120)};
+  ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
+  const std::string run =
+      "run " SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir --devices 4 --arg " + dir + "/x.npy";
+  struct Case {
+    std::string args;
+    std::string error;
+  } cases[] = {
+      {run + " > /dev/full", "shardrt run: writing the output: No space left on device"},
+      {run + " >&-", "shardrt run: writing the output: standard output is closed"},
+      {"devices --devices 8 --json > /dev/full",
+       "shardrt devices: writing the output: No space left on device"},
+      {"devices --devices 8 >&-", "shardrt devices: writing the output: standard output is closed"},
+      {"run --help > /dev/full", "shardrt run: writing the output: No space left on device"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    testing::ShellResult r = testing::RunCliShell(c.args, std::chrono::seconds(300));
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, c.error + "\n");
+  }
+}
+
+// A --trace file that cannot be written is refused before the program is read or run.
+TEST(CliTest, RunRefusesATraceFileItCannotWriteBeforeRunning) {
+  const std::string dir = TempDir();
+  NpyArray x{ElementType::kF32, {10, 3}, std::vector<uint8_t>(120)};
+  ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
+  const std::string run =
+      "run " SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir --devices 4 --arg " + dir + "/x.npy";
+  struct Case {
+    std::string args;
+    std::string error;
+  } cases[] = {
+      {run + " --trace " + dir + "/missing/t.json",
+       "shardrt run: flag --trace: " + dir + "/missing/t.json: no folder " + dir +
+           "/missing to write it in (No such file or directory)"},
+      {run + " --trace " + dir, "shardrt run: flag --trace: " + dir +
+                                    ": expected a regular file, got a directory"},
+      {run + " --trace " + dir + "/x.npy/t.json",
+       "shardrt run: flag --trace: " + dir + "/x.npy/t.json: cannot write: Not a directory"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    testing::ShellResult r = testing::RunCliShell(c.args, std::chrono::seconds(300));
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, c.error + "\n");
+    EXPECT_EQ(r.out, "");  // nothing ran: no "ran ... median ..." line
+  }
+  // A trace that can be written is, and the run reports it on stdout.
+  testing::ShellResult ok =
+      testing::RunCliShell(run + " --trace " + dir + "/t.json", std::chrono::seconds(300));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(LastLineOf(ok.out).rfind("trace: ", 0), 0u) << ok.out;
 }
 
 }  // namespace

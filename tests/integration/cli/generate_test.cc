@@ -4,12 +4,17 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli/cli_runner.h"
+#include "cli/npy.h"
 #include "gtest/gtest.h"
 
 namespace shardrt::cli {
@@ -18,6 +23,11 @@ namespace {
 using testing::CliResult;
 using testing::ExpectCleanError;
 using testing::RunCliCaptured;
+using testing::RunCliShell;
+using testing::ShellResult;
+
+// Every child process of these tests ends within this (a first run compiles the programs).
+constexpr std::chrono::seconds kDeadline(600);
 
 const std::string kModel = SHARDRT_MODEL_PATH;
 
@@ -146,9 +156,140 @@ TEST_F(GenerateTest, BadFlagsAndFilesAreOneLine) {
                    "flag --attention-block: expected an integer in [1, 8192], got '0'");
   ExpectCleanError(m + " --prompt a --max-tokens 8192",
                    "the model's context holds 8192 positions");
+  // Within the context, but beyond the whole units of 48 positions (attention block 24, prompt
+  // granule 16) that fit it: the message says so.
+  ExpectCleanError(m + " --prompt-tokens 1 --max-tokens 8180 --attention-block 24",
+                   "a prompt of 1 tokens and --max-tokens 8180 need 8181 positions, but the cache "
+                   "holds at most 8160 of the model's 8192: whole units of the attention block "
+                   "(24) and the prompt granule; pass a smaller --attention-block or fewer "
+                   "--max-tokens");
   ExpectCleanError("generate --prompt a --model " SHARDRT_TESTDATA_DIR "/donate_add_one.mlir",
                    "donate_add_one.mlir");
   ExpectCleanError("generate --prompt a --model /nonexistent/model.gguf", "/nonexistent/model.gguf");
+}
+
+// The whole content of the file at `path` ("" when there is none).
+std::string FileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The token ids of a --json object's "tokens" list.
+std::vector<int32_t> TokensOf(const std::string& json) {
+  std::vector<int32_t> tokens;
+  const size_t at = json.find("\"tokens\": [");
+  if (at == std::string::npos) return tokens;
+  std::stringstream list(json.substr(at + 11, json.find(']', at) - at - 11));
+  std::string id;
+  while (std::getline(list, id, ',')) tokens.push_back(std::stoi(id));
+  return tokens;
+}
+
+// Output that cannot be written fails the command: streamed text at its first token, --json
+// at its end, a closed stdout before anything is loaded; and a --logits-out file is then left
+// as it was.
+TEST_F(GenerateTest, OutputThatCannotBeWrittenFailsWithOneLine) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string logits = dir + "/logits.npy";
+  std::ofstream(logits) << "before";
+  const std::string args = "generate --model " + kModel + " --prompt-tokens 6403,1980,253,655 "
+                           "--max-tokens 6 --devices 8";
+  for (const std::string& extra : {std::string(" > /dev/full"), std::string(" --json > /dev/full"),
+                                   " --logits-out " + logits + " > /dev/full"}) {
+    SCOPED_TRACE(extra);
+    ShellResult r = RunCliShell(args + extra, kDeadline);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(LastLine(r.err), "shardrt generate: writing the output: No space left on device")
+        << r.err;
+    // The error ends the command: no rates after it.
+    EXPECT_EQ(r.err.find("decoded "), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(FileText(logits), "before");
+  // A closed stdout fails before anything is compiled or loaded: one line, nothing else.
+  for (const std::string& extra : {std::string(" >&-"), std::string(" --json >&-")}) {
+    SCOPED_TRACE(extra);
+    ShellResult r = RunCliShell(args + extra, kDeadline);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, "shardrt generate: writing the output: standard output is closed\n");
+  }
+  // Only the file is left in the folder: no partial --logits-out file.
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1u);
+  std::filesystem::remove_all(dir);
+}
+
+// --logits-out and --trace paths that cannot be written are refused before anything is
+// compiled or loaded: one line on stderr (no "compiled in" line before it), in far less time
+// than a generation takes.
+TEST_F(GenerateTest, OutputFilesThatCannotBeWrittenAreRefusedFirst) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string args = "generate --model " + kModel + " --prompt-tokens 6403,1980,253,655 "
+                           "--max-tokens 6 --devices 8 ";
+  struct Case {
+    std::string flags;
+    std::string error;
+  } cases[] = {
+      {"--logits-out " + dir + "/missing/l.npy",
+       "flag --logits-out: " + dir + "/missing/l.npy: no folder " + dir +
+           "/missing to write it in (No such file or directory)"},
+      {"--logits-out " + dir, "flag --logits-out: " + dir +
+                                  ": expected a regular file, got a directory"},
+      {"--logits-out /dev/null",
+       "flag --logits-out: /dev/null: expected a regular file, got a character device"},
+      {"--trace " + dir + "/missing/t.json",
+       "flag --trace: " + dir + "/missing/t.json: no folder " + dir +
+           "/missing to write it in (No such file or directory)"},
+      {"--trace " + dir, "flag --trace: " + dir + ": expected a regular file, got a directory"},
+      {"--compile-only --trace " + dir + "/missing/t.json", "flag --trace: "},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.flags);
+    ShellResult r = RunCliShell(args + c.flags, kDeadline);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err.rfind("shardrt generate: " + c.error, 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_LT(r.seconds, 10) << "refused only after running";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// --logits-out writes one f32 row of the vocabulary per generated token, rows written as they
+// are handed over: the same bytes the whole array serializes to (as before), each row's argmax
+// the greedy token, and no temporary file left next to it.
+TEST_F(GenerateTest, LogitsOutHoldsEachTokensRow) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = dir + "/logits.npy";
+  std::ofstream(path) << "an older file, replaced";
+  ShellResult r = RunCliShell("generate --model " + kModel + " --prompt-tokens 6403,1980,253,655 "
+                              "--max-tokens 7 --devices 8 --json --logits-out " + path,
+                              kDeadline);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<int32_t> tokens = TokensOf(r.out);
+  ASSERT_EQ(tokens.size(), 7u) << r.out;
+  const std::string bytes = FileText(path);
+  absl::StatusOr<NpyArray> array = ParseNpy(bytes);
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_EQ(array->type, ElementType::kF32);
+  ASSERT_EQ(array->shape, (std::vector<int64_t>{7, 49152}));
+  absl::StatusOr<std::string> serialized = SerializeNpy(*array);
+  ASSERT_TRUE(serialized.ok());
+  EXPECT_TRUE(*serialized == bytes) << "not the bytes WriteNpy writes";
+  const float* values = reinterpret_cast<const float*>(array->data.data());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const float* row = values + i * 49152;
+    EXPECT_EQ(std::max_element(row, row + 49152) - row, tokens[i]) << "row " << i;
+  }
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1u);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

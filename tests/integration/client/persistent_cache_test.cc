@@ -929,8 +929,13 @@ TEST_F(PersistentCacheTest, InspectListsEntriesAndClearRemovesOnlyTheCache) {
   std::vector<std::string> valid = EntryFiles(dir_);
   ASSERT_EQ(valid.size(), 2u);
   const std::string invalid(64, 'f');
-  WriteFile(Path(invalid + ".entry"), "not an entry");
-  WriteFile(Path(".tmp-123-abc"), "a half-written entry");
+  // An entry of the cache's format (its magic) whose header is damaged; a temporary file of a
+  // shardrt process that is gone (pid 4194305 is above Linux's largest); a file of another
+  // program's that only looks like a temporary file.
+  const std::string magic("SHRTCC\0\1", 8);
+  WriteFile(Path(invalid + ".entry"), magic + "not an entry");
+  WriteFile(Path(".tmp-shardrt-4194305-0123456789abcdef"), "a half-written entry");
+  WriteFile(Path(".tmp-123-abc"), "another program's draft");
   WriteFile(Path("notes.txt"), "not the cache's");
   ASSERT_TRUE(fs::create_directory(Path("subdir")));
   WriteFile(Path("subdir/" + valid[0]), "not the cache's either");
@@ -946,9 +951,9 @@ TEST_F(PersistentCacheTest, InspectListsEntriesAndClearRemovesOnlyTheCache) {
   EXPECT_EQ(info->entries[0].file, invalid + ".entry");
   EXPECT_FALSE(info->entries[0].valid);
   EXPECT_EQ(info->entries[0].name, "");
-  EXPECT_EQ(info->entries[0].bytes, 12);
+  EXPECT_EQ(info->entries[0].bytes, 20);
   EXPECT_EQ(info->entries[0].modified_unix_seconds, 1'700'000'200);
-  int64_t total = 12;
+  int64_t total = 20;
   for (int i : {1, 2}) {
     const PersistentCacheEntryInfo& e = info->entries[i];
     EXPECT_EQ(e.file, valid[2 - i]);
@@ -965,7 +970,8 @@ TEST_F(PersistentCacheTest, InspectListsEntriesAndClearRemovesOnlyTheCache) {
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 3);
   EXPECT_TRUE(EntryFiles(dir_).empty());
-  EXPECT_FALSE(fs::exists(Path(".tmp-123-abc")));
+  EXPECT_FALSE(fs::exists(Path(".tmp-shardrt-4194305-0123456789abcdef")));
+  EXPECT_EQ(ReadFile(Path(".tmp-123-abc")), "another program's draft");
   EXPECT_EQ(ReadFile(Path("notes.txt")), "not the cache's");
   EXPECT_TRUE(fs::exists(Path("subdir/" + valid[0])));
   auto empty = InspectPersistentCache(dir_);

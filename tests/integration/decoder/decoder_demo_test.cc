@@ -159,12 +159,13 @@ TEST(DecoderDemoTest, HelpExitsZeroAndListsEveryFlagWithItsRangeAndDefault) {
 }
 
 // Every flag the help lists is one the parser takes: all of them at once get as far as the size
-// check (8 heads do not split over 3 devices), which runs before anything is loaded or written.
+// check (8 heads do not split over 3 devices), which runs before anything is loaded or written
+// (the --trace file's folder must exist: that is checked first).
 TEST(DecoderDemoTest, TheParserTakesEveryListedFlag) {
   ExpectCleanErrorOf(SHARDRT_DEMO_PATH,
                      "--devices 3 --tokens 1 --layers 1 --d-model 128 --seed 0 --metrics "
-                     "--trace /nonexistent/trace.json --plugin /nonexistent.so "
-                     "--compile-cache off --timeout 60",
+                     "--trace " + ::testing::TempDir() + "decoder_demo_trace.json "
+                     "--plugin /nonexistent.so --compile-cache off --timeout 60",
                      "decoder_demo: n_heads (8) must be divisible by the number of devices (3)");
 }
 

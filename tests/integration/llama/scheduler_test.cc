@@ -187,6 +187,11 @@ TEST_F(SchedulerTest, CancellingFreesTheRowAndAFullQueueIsRefused) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*scheduler)->Submit(Chat("hi", 4), nullptr, nullptr).code(),
             absl::StatusCode::kInvalidArgument);
+  GenerateRequest streamed_logits = Chat("hi", 4);
+  streamed_logits.logits = LogitsOutput::kStream;
+  streamed_logits.on_logits = [](int64_t, std::span<const float>) { return absl::OkStatus(); };
+  EXPECT_EQ((*scheduler)->Submit(streamed_logits, nullptr, [](auto) {}).code(),
+            absl::StatusCode::kInvalidArgument);
   // Drained: no more requests.
   EXPECT_TRUE((*scheduler)->Drain(absl::Seconds(60)).ok());
   EXPECT_EQ((*scheduler)->Submit(Chat("hi", 4), nullptr, [](auto) {}).code(),

@@ -81,6 +81,36 @@ TEST_F(SessionTest, StreamsTheAnswerItReturns) {
   EXPECT_EQ(again.tokens, r.tokens);
 }
 
+// kStream hands each token's logits to on_logits as they come, before the token's callback,
+// with the values kKeep keeps; an error from on_logits ends the generation with it.
+TEST_F(SessionTest, StreamedLogitsAreTheKeptOnes) {
+  const GenerateResult kept = Run({.max_tokens = 6, .logits = LogitsOutput::kKeep});
+  ASSERT_EQ(kept.logits.size(), kept.tokens.size());
+  std::vector<std::vector<float>> rows;
+  int64_t tokens_seen = 0;
+  GenerateRequest request{.max_tokens = 6, .logits = LogitsOutput::kStream};
+  request.on_logits = [&](int64_t index, std::span<const float> logits) {
+    EXPECT_EQ(index, int64_t(rows.size()));
+    EXPECT_EQ(tokens_seen, index);  // before the token's own callback
+    rows.emplace_back(logits.begin(), logits.end());
+    return absl::OkStatus();
+  };
+  const GenerateResult streamed = Run(request, nullptr, [&](const TokenEvent&) {
+    ++tokens_seen;
+    return StreamControl::kContinue;
+  });
+  EXPECT_EQ(streamed.tokens, kept.tokens);
+  EXPECT_TRUE(streamed.logits.empty());
+  EXPECT_EQ(rows, kept.logits);
+  request.on_logits = [](int64_t index, std::span<const float>) {
+    return index == 2 ? absl::DataLossError("disk full") : absl::OkStatus();
+  };
+  request.prompt = kPrompt;
+  auto failed = session_->Generate(request);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().message(), "disk full");
+}
+
 TEST_F(SessionTest, StopStringsCutTheAnswer) {
   GenerateResult full = Run({.max_tokens = 32});
   ASSERT_GE(full.text.size(), 20u) << full.text;
@@ -180,6 +210,8 @@ TEST_F(SessionTest, RefusesBadRequestsBeforeRunning) {
   GenerateRequest empty_stop{.prompt_tokens = {1}};
   empty_stop.stop.strings = {""};
   EXPECT_EQ(message(empty_stop), "request: an empty stop string");
+  EXPECT_EQ(message({.prompt_tokens = {1}, .logits = LogitsOutput::kStream}),
+            "request: LogitsOutput::kStream needs on_logits");
   // Sizes are fixed once the weights are on the devices.
   ASSERT_TRUE(session_->Load().ok());
   EXPECT_TRUE(session_->loaded());

@@ -1,6 +1,8 @@
 // The global signature of @main, read from MLIR text as JAX, our tests and the demo write it.
 #include "shardrt/program/program_text.h"
 
+#include "shardrt/base/limits.h"
+
 #include <string>
 #include <utility>
 
@@ -278,12 +280,48 @@ TEST(ProgramLexerTest, PathologicalTextIsLinearAndClean) {
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->declared_partitions, 4);
   const std::string deep = "func.func @main(%x: tensor<2xf32> {a = " + std::string(200'000, '[');
-  auto unclosed = InspectProgram(deep);
+  auto too_deep = InspectProgram(deep);
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_NE(too_deep.status().message().find("nests brackets more than 256 deep at line 1"),
+            absl::string_view::npos)
+      << too_deep.status();
+  auto unclosed = InspectProgram("func.func @main(%x: tensor<2xf32> {a = [[1]");
   ASSERT_FALSE(unclosed.ok());
   EXPECT_NE(unclosed.status().message().find("is never closed"), absl::string_view::npos)
       << unclosed.status();
   auto string = InspectProgram("func.func @main(%x: tensor<2xf32> {a = \"open");
   EXPECT_FALSE(string.ok());
+}
+
+// Nesting the compiler's recursive parser would overflow on (about 10,000 levels) is refused
+// before any parser sees it: limits::kMaxProgramNesting levels of brackets pass, one more is an
+// error naming the line; brackets in strings and comments do not count.
+TEST(ProgramLexerTest, NestingIsBoundedBeforeTheCompilerParsesIt) {
+  auto program = [](int64_t levels, const std::string& open, const std::string& close) {
+    std::string attr;
+    for (int64_t i = 0; i < levels; ++i) attr += open;
+    attr += "1";
+    for (int64_t i = 0; i < levels; ++i) attr += close;
+    return "module @m {\n  func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> attributes {a = " +
+           attr + "} {\n    return %x : tensor<2xf32>\n  }\n}\n";
+  };
+  // Three levels are the module's, the function's attributes' and its parameters' brackets
+  // closed before: `module {` and `attributes {` are open around the attribute.
+  EXPECT_TRUE(InspectProgram(program(limits::kMaxProgramNesting - 2, "[", "]")).ok());
+  for (const auto& [open, close] : {std::pair<std::string, std::string>{"[", "]"},
+                                    {"{a = ", "}"},
+                                    {"(", ")"}}) {
+    auto refused = InspectProgram(program(10'000, open, close));
+    ASSERT_FALSE(refused.ok()) << open;
+    EXPECT_NE(refused.status().message().find("nests brackets more than 256 deep at line 2"),
+              absl::string_view::npos)
+        << refused.status();
+  }
+  EXPECT_FALSE(InspectProgram(program(limits::kMaxProgramNesting - 1, "[", "]")).ok());
+  // Brackets in a string or a comment are not nesting.
+  const std::string quoted = "module @m attributes {s = \"" + std::string(10'000, '[') +
+                             "\"} {} // " + std::string(10'000, '{') + "\n";
+  EXPECT_TRUE(InspectProgram(quoted).ok()) << InspectProgram(quoted).status();
 }
 
 }  // namespace
