@@ -711,6 +711,12 @@ absl::StatusOr<TokenizerData> ReadTokenizerData(const GgufFile& file) {
   SHARDRT_ASSIGN_OR_RETURN(data.tokens, file.GetStringArray("tokenizer.ggml.tokens"));
   if (!llama || file.HasKey("tokenizer.ggml.merges")) {
     SHARDRT_ASSIGN_OR_RETURN(data.merges, file.GetStringArray("tokenizer.ggml.merges"));
+    // Without merges a byte-level BPE gives one token per byte: text the model never saw.
+    if (!llama && data.merges.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file.path(), ": tokenizer.ggml.merges is empty; a gpt2 (byte-level BPE) vocabulary "
+          "needs its merges"));
+    }
   }
   if (llama && file.HasKey("tokenizer.ggml.scores")) {
     SHARDRT_ASSIGN_OR_RETURN(data.scores, file.GetFloatArray("tokenizer.ggml.scores"));

@@ -573,6 +573,12 @@ TEST(SpmTokenizerTest, FromGgufErrors) {
                    MiniGguf()
                        .String("tokenizer.ggml.model", "gpt2")
                        .String("tokenizer.ggml.pre", "llama4")
+                       .Strings("tokenizer.ggml.tokens", {"a", "aa"})
+                       .Strings("tokenizer.ggml.merges", {"a a"})});
+  cases.push_back({"tokenizer.ggml.merges is empty",
+                   MiniGguf()
+                       .String("tokenizer.ggml.model", "gpt2")
+                       .String("tokenizer.ggml.pre", "default")
                        .Strings("tokenizer.ggml.tokens", {"a"})
                        .Strings("tokenizer.ggml.merges", {})});
   cases.push_back({"tokenizer.ggml.scores", MiniGguf()
