@@ -86,8 +86,8 @@ struct TokenizerData {
 // with Llama 3's pre-tokenizer, else false, as llama.cpp), bos/eos/unknown_token_id. Only
 // reads: Tokenizer::Create checks the rest. Errors: InvalidArgument naming the file and the key
 // for an unknown model (listing the supported ones), an empty gpt2 merge list, a key of the
-// wrong type, an id out of
-// range; NotFound for a missing required key (tokens, model; merges for gpt2).
+// wrong type, an id out of range; NotFound for a missing required key (tokens, model; merges
+// for gpt2).
 [[nodiscard]] absl::StatusOr<TokenizerData> ReadTokenizerData(const GgufFile& file);
 
 class Tokenizer {

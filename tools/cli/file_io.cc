@@ -13,9 +13,8 @@
 #include "shardrt/base/limits.h"
 
 namespace shardrt::cli {
-namespace {
 
-// What a file that is not a regular one is, for the error ("a directory", "a FIFO", ...).
+// FileKind: see file_io.h.
 absl::string_view FileKind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode)) return "a character device";
@@ -25,6 +24,9 @@ absl::string_view FileKind(mode_t mode) {
   if (S_ISLNK(mode)) return "a symbolic link";
   return "a special file";
 }
+
+namespace {
+
 
 // The error for a path that is not a regular file.
 absl::Status NotRegularFile(const std::string& path, mode_t mode) {

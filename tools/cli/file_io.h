@@ -2,6 +2,8 @@
 // way to write a whole file that never writes through a symbolic link.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "absl/status/status.h"
@@ -9,6 +11,10 @@
 #include "absl/strings/string_view.h"
 
 namespace shardrt::cli {
+
+// What a file that is not a regular one is, from its st_mode, for errors ("a directory", "a
+// FIFO", "a symbolic link", ...). Pure.
+absl::string_view FileKind(mode_t mode);
 
 // "path: what: reason" for the errno value `error`, with the status code it suggests
 // (NotFound, PermissionDenied, else Unavailable).

@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/file_io.h"
 
 namespace shardrt::cli {
 namespace {
@@ -44,15 +45,6 @@ absl::StatusOr<int64_t> ParseInt(const FlagDef& def, const std::string& text) {
   return value;
 }
 
-// What a file that is not a regular one is, for the error ("a directory", "a FIFO", ...).
-absl::string_view FileKind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a special file";
-}
 
 // The error for a default the table does not state as a number.
 absl::Status NoDefault(const FlagDef& def) {

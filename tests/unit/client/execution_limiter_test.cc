@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../common/finishes_within.h"
 #include "gtest/gtest.h"
 #include "shardrt/base/mutex.h"
 
@@ -18,27 +19,9 @@ namespace {
 
 constexpr auto kPatience = std::chrono::seconds(30);
 
-// Runs `work` on its own thread and waits for it at most `limit`. Returns false (and leaves the
-// thread behind, detached) when it has not finished: `work` must own what it touches.
+// FinishesWithin (tests/common/finishes_within.h), waiting kPatience unless told otherwise.
 bool FinishesWithin(std::function<void()> work, std::chrono::seconds limit = kPatience) {
-  struct Done {
-    Mutex mu;
-    CondVar cv;
-    bool done ABSL_GUARDED_BY(mu) = false;
-  };
-  auto done = std::make_shared<Done>();
-  std::thread([done, work = std::move(work)] {
-    work();
-    MutexLock lock(done->mu);
-    done->done = true;
-    done->cv.NotifyAll();
-  }).detach();
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  MutexLock lock(done->mu);
-  while (!done->done) {
-    if (done->cv.WaitUntil(lock, deadline) == std::cv_status::timeout) return done->done;
-  }
-  return true;
+  return testing::FinishesWithin(std::move(work), limit);
 }
 
 TEST(ExecutionLimiterTest, BoundsConcurrentHolders) {

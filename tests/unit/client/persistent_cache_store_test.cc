@@ -26,6 +26,7 @@
 #include <string>
 #include <thread>
 
+#include "../../common/finishes_within.h"
 #include "gtest/gtest.h"
 #include "shardrt/base/metrics.h"
 #include "shardrt/base/mutex.h"
@@ -39,28 +40,7 @@ namespace fs = std::filesystem;
 // A sparse file's size, just under limits::kMaxFileBytes (which the old reader allowed whole).
 constexpr int64_t kSparseBytes = 4'294'967'000;
 
-// Runs `work` on its own thread and waits for it at most `limit`. Returns false (and leaves the
-// thread behind, detached) when it has not finished: `work` must own what it touches.
-bool FinishesWithin(std::function<void()> work, std::chrono::milliseconds limit) {
-  struct Done {
-    Mutex mu;
-    CondVar cv;
-    bool done ABSL_GUARDED_BY(mu) = false;
-  };
-  auto done = std::make_shared<Done>();
-  std::thread([done, work = std::move(work)] {
-    work();
-    MutexLock lock(done->mu);
-    done->done = true;
-    done->cv.NotifyAll();
-  }).detach();
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  MutexLock lock(done->mu);
-  while (!done->done) {
-    if (done->cv.WaitUntil(lock, deadline) == std::cv_status::timeout) return done->done;
-  }
-  return true;
-}
+using testing::FinishesWithin;
 
 std::string MakeTempDir() {
   std::string tmpl = ::testing::TempDir() + "/shardrt_store_XXXXXX";
