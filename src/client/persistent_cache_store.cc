@@ -1,7 +1,9 @@
 #include "client/persistent_cache_store.h"
 
+#include "client/cache_entry_file.h"
+#include "client/sha256.h"
+
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,9 +36,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kMagic[8] = {'S', 'H', 'R', 'T', 'C', 'C', '\0', '\1'};
-constexpr uint32_t kFormatVersion = 1;
-constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 32;
 constexpr absl::string_view kEntrySuffix = ".entry";
 // Temporary files are ".tmp-shardrt-<pid>-<16 hex digits>": a name no other program is likely
 // to use, with the writer's process id so that a stale one can be told from one being written.
@@ -45,59 +44,6 @@ constexpr absl::string_view kTempPrefix = ".tmp-shardrt-";
 constexpr auto kStaleTempAge = std::chrono::hours(1);
 
 void Count(absl::string_view name) { GlobalMetrics().GetCounter(name)->Add(1); }
-
-absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
-  const int err = errno;
-  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(err)));
-}
-
-// What a file that is not a regular one is, for messages ("a directory", "a FIFO", ...).
-absl::string_view FileKind(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "a special file";
-}
-
-// Opens `path` read-only without ever blocking in open (a FIFO or a device opens at once, and
-// the caller refuses it after fstat, before any read), following a symbolic link only when
-// `follow`. Fills `st` from fstat. Returns the descriptor (the caller closes it), or -1 with
-// errno set (ELOOP for a symbolic link that is not followed).
-int OpenForReading(const std::string& path, bool follow, struct stat* st) {
-  const int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW);
-  int fd;
-  do {
-    fd = ::open(path.c_str(), flags);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return -1;
-  if (::fstat(fd, st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    errno = err;
-    return -1;
-  }
-  return fd;
-}
-
-// Reads up to `size` bytes from `fd` into `out` (resized to what was read: less only at the end
-// of the file). Errors: Unavailable naming `path`.
-absl::Status ReadUpTo(int fd, const std::string& path, size_t size, std::string& out) {
-  out.assign(size, '\0');
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::read(fd, out.data() + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus("read", path);
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  out.resize(done);
-  return absl::OkStatus();
-}
 
 // The whole file at `path` (a symbolic link followed) if it is a regular file of at most `max`
 // bytes; nullopt if absent. A FIFO or device is refused from fstat, never read.
@@ -187,103 +133,6 @@ absl::Status WriteAtomically(const std::string& dir, const std::string& path,
   return absl::OkStatus();
 }
 
-void PutLe(std::string& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-uint64_t GetLe(absl::string_view in, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= uint64_t(static_cast<unsigned char>(in[i])) << (8 * i);
-  return v;
-}
-
-// An entry's header, checked.
-struct EntryHeader {
-  uint64_t payload_bytes = 0;
-  std::string checksum;  // SHA-256 of the payload, 32 bytes
-};
-
-// Checks the kHeaderBytes bytes of an entry's header: magic, format version, the reserved zero
-// bytes, and a payload length of at most kMaxCacheEntryBytes. Error: what is wrong (DataLoss).
-absl::StatusOr<EntryHeader> ParseHeader(absl::string_view header) {
-  if (header.size() < kHeaderBytes) {
-    return absl::DataLossError(absl::StrCat("expected a header of ", kHeaderBytes,
-                                            " bytes, got ", header.size()));
-  }
-  if (header.substr(0, 8) != absl::string_view(kMagic, 8)) {
-    return absl::DataLossError("bad magic: not a compile cache entry");
-  }
-  if (GetLe(header.substr(8), 4) != kFormatVersion) {
-    return absl::DataLossError(absl::StrCat("format version ", GetLe(header.substr(8), 4),
-                                            ", expected ", kFormatVersion));
-  }
-  if (GetLe(header.substr(12), 4) != 0) {
-    return absl::DataLossError("the header's reserved bytes are not zero");
-  }
-  EntryHeader h;
-  h.payload_bytes = GetLe(header.substr(16), 8);
-  if (h.payload_bytes > uint64_t(kMaxCacheEntryBytes)) {
-    return absl::DataLossError(absl::StrCat("the header states a payload of ", h.payload_bytes,
-                                            " bytes, more than kMaxCacheEntryBytes (",
-                                            kMaxCacheEntryBytes, ")"));
-  }
-  h.checksum = std::string(header.substr(24, 32));
-  return h;
-}
-
-// Whether the file at `path` is a regular file (not followed if a symbolic link) that starts
-// with the entry magic: what the cache may delete. Never blocks (a FIFO is refused from fstat).
-bool StartsWithEntryMagic(const std::string& path) {
-  struct stat st;
-  const int fd = OpenForReading(path, /*follow=*/false, &st);
-  if (fd < 0) return false;
-  absl::Cleanup close_fd = [fd] { ::close(fd); };
-  if (!S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(sizeof(kMagic))) return false;
-  std::string magic;
-  return ReadUpTo(fd, path, sizeof(kMagic), magic).ok() &&
-         magic == absl::string_view(kMagic, sizeof(kMagic));
-}
-
-// The payload of the entry file at `path`, checked: the header is read and checked first, then
-// only the payload length it states is read, after checking that the file's size agrees, and
-// its SHA-256 compared. A symbolic link is not followed and anything but a regular file is
-// refused from fstat, before any read; so at most kHeaderBytes + kMaxCacheEntryBytes bytes are
-// ever read or allocated, whatever the file's size. nullopt when there is no such file.
-// Errors: DataLoss saying what is wrong with the file; Unavailable for open/read failures.
-absl::StatusOr<std::optional<std::string>> ReadEntryPayload(const std::string& path) {
-  struct stat st;
-  const int fd = OpenForReading(path, /*follow=*/false, &st);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    if (errno == ELOOP) return absl::DataLossError(absl::StrCat(path, ": a symbolic link"));
-    return ErrnoStatus("open", path);
-  }
-  absl::Cleanup close_fd = [fd] { ::close(fd); };
-  if (!S_ISREG(st.st_mode)) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": expected a regular file, got ", FileKind(st.st_mode)));
-  }
-  std::string header;
-  SHARDRT_RETURN_IF_ERROR(ReadUpTo(fd, path, kHeaderBytes, header));
-  absl::StatusOr<EntryHeader> h = ParseHeader(header);
-  if (!h.ok()) return absl::DataLossError(absl::StrCat(path, ": ", h.status().message()));
-  if (uint64_t(st.st_size) != kHeaderBytes + h->payload_bytes) {
-    return absl::DataLossError(absl::StrCat(path, ": the header states a payload of ",
-                                            h->payload_bytes, " bytes, the file holds ",
-                                            int64_t(st.st_size) - int64_t(kHeaderBytes)));
-  }
-  std::string payload;
-  SHARDRT_RETURN_IF_ERROR(ReadUpTo(fd, path, h->payload_bytes, payload));
-  if (payload.size() != h->payload_bytes) {
-    return absl::DataLossError(absl::StrCat(path, ": expected a payload of ", h->payload_bytes,
-                                            " bytes, got ", payload.size(),
-                                            " (the file shrank while read)"));
-  }
-  if (Sha256().Update(payload).Finish() != h->checksum) {
-    return absl::DataLossError(absl::StrCat(path, ": checksum mismatch"));
-  }
-  return std::optional<std::string>(std::move(payload));
-}
-
 }  // namespace
 
 std::string CpuDescription() {
@@ -343,35 +192,6 @@ bool IsEntryName(absl::string_view name) {
 
 }  // namespace
 
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
-  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
-}
-Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
-
-Sha256& Sha256::Update(absl::string_view bytes) {
-  EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), bytes.data(), bytes.size());
-  return *this;
-}
-
-Sha256& Sha256::Field(absl::string_view bytes) {
-  std::string length;
-  PutLe(length, bytes.size(), 8);
-  return Update(length).Update(bytes);
-}
-
-std::string Sha256::Finish() {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), out, &n);
-  return std::string(reinterpret_cast<const char*>(out), n);
-}
-
-std::string HexDigest(absl::string_view digest) {
-  std::string hex;
-  for (unsigned char c : digest) absl::StrAppend(&hex, absl::Hex(c, absl::kZeroPad2));
-  return hex;
-}
-
 CacheEnvironment CacheEnvironment::Of(const pjrt::Client& client) {
   const pjrt::Plugin& plugin = *client.plugin();
   CacheEnvironment env;
@@ -402,7 +222,7 @@ absl::StatusOr<std::unique_ptr<PersistentCacheStore>> PersistentCacheStore::Open
       std::string plugin_digest,
       FileDigest(environment.plugin_path, options.directory + "/plugin-digests"));
   Sha256 env;
-  env.Field("shardrt persistent compile cache").Field(absl::StrCat(kFormatVersion));
+  env.Field("shardrt persistent compile cache").Field(absl::StrCat(kCacheEntryFormatVersion));
   env.Field(plugin_digest).Field(environment.api_version);
   std::vector<std::string> attributes = environment.attributes;
   std::sort(attributes.begin(), attributes.end());
@@ -422,23 +242,13 @@ std::string PersistentCacheStore::EntryPath(absl::string_view key) const {
 
 std::optional<cache::CompileCacheEntry> PersistentCacheStore::Load(absl::string_view key) {
   const std::string path = EntryPath(key);
-  absl::StatusOr<std::optional<std::string>> payload = ReadEntryPayload(path);
-  if (payload.ok() && !payload->has_value()) return std::nullopt;
-  if (!payload.ok() && payload.status().code() != absl::StatusCode::kDataLoss) {
+  absl::StatusOr<std::optional<cache::CompileCacheEntry>> read = ReadCacheEntryFile(path);
+  if (read.ok() && !read->has_value()) return std::nullopt;
+  if (!read.ok() && read.status().code() != absl::StatusCode::kDataLoss) {
     Count(kPersistentCacheError);
     return std::nullopt;
   }
-  absl::Status bad = payload.status();
-  cache::CompileCacheEntry entry;
-  if (bad.ok()) {
-    const std::string& bytes = **payload;
-    if (!entry.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      bad = absl::DataLossError("payload does not parse");
-    } else if (entry.key() != key) {
-      bad = absl::DataLossError("the entry is of another key");
-    }
-  }
-  if (!bad.ok()) {
+  if (!read.ok() || (*read)->key() != key) {  // damaged, or of another key
     Count(kPersistentCacheCorrupt);
     // Only a regular file under the entry's own name is removed (Store replaces it anyway); a
     // FIFO, link or folder there is left to whoever made it.
@@ -447,9 +257,9 @@ std::optional<cache::CompileCacheEntry> PersistentCacheStore::Load(absl::string_
     return std::nullopt;
   }
   GlobalMetrics().GetMetric(kPersistentCacheBytes, MetricRepr::kBytes)->AddSample(
-      double(kHeaderBytes + (*payload)->size()));
+      double(kCacheEntryHeaderBytes + (*read)->ByteSizeLong()));
   ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // most recently used
-  return entry;
+  return **std::move(read);
 }
 
 bool PersistentCacheStore::Contains(absl::string_view key) const {
@@ -466,24 +276,17 @@ void PersistentCacheStore::Discard(absl::string_view key) {
 
 void PersistentCacheStore::Store(const cache::CompileCacheEntry& entry) {
   TraceSpan span("PersistentCacheStore", "client");
-  std::string payload;
-  if (!entry.SerializeToString(&payload) ||
-      payload.size() > static_cast<size_t>(kMaxCacheEntryBytes)) {
+  absl::StatusOr<std::string> file = EncodeCacheEntry(entry);
+  if (!file.ok()) {
     Count(kPersistentCacheError);
     return;
   }
-  std::string file(kMagic, 8);
-  PutLe(file, kFormatVersion, 4);
-  PutLe(file, 0, 4);
-  PutLe(file, payload.size(), 8);
-  file += Sha256().Update(payload).Finish();
-  file += payload;
-  if (!WriteAtomically(options_.directory, EntryPath(entry.key()), file).ok()) {
+  if (!WriteAtomically(options_.directory, EntryPath(entry.key()), *file).ok()) {
     Count(kPersistentCacheError);
     return;
   }
   GlobalMetrics().GetMetric(kPersistentCacheBytes, MetricRepr::kBytes)->AddSample(
-      double(file.size()));
+      double(file->size()));
   Evict();
 }
 
@@ -507,7 +310,7 @@ void PersistentCacheStore::Evict() {
     struct stat st;
     // Only the cache's own entries count and may go: regular files that start with the magic.
     if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-        !StartsWithEntryMagic(path)) {
+        !StartsWithCacheEntryMagic(path)) {
       continue;
     }
     items.push_back({path, int64_t(st.st_size),
@@ -540,15 +343,12 @@ absl::StatusOr<PersistentCacheInfo> InspectPersistentCache(const std::string& di
     item.modified_unix_seconds = st.st_mtim.tv_sec;
     // Only a regular file has bytes of its own to count (a folder's size is not the cache's).
     item.bytes = S_ISREG(st.st_mode) ? int64_t(st.st_size) : 0;
-    absl::StatusOr<std::optional<std::string>> payload = ReadEntryPayload(e.path().string());
-    if (payload.ok() && payload->has_value()) {
-      cache::CompileCacheEntry entry;
-      const std::string& bytes = **payload;
-      if (entry.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) &&
-          HexDigest(entry.key()) + std::string(kEntrySuffix) == name) {
-        item.valid = true;
-        item.name = entry.name();
-      }
+    absl::StatusOr<std::optional<cache::CompileCacheEntry>> entry =
+        ReadCacheEntryFile(e.path().string());
+    if (entry.ok() && entry->has_value() &&
+        HexDigest((*entry)->key()) + std::string(kEntrySuffix) == name) {
+      item.valid = true;
+      item.name = (*entry)->name();
     }
     info.bytes += item.bytes;
     info.entries.push_back(std::move(item));
@@ -581,7 +381,7 @@ absl::StatusOr<int64_t> ClearPersistentCache(const std::string& directory) {
   // An entry-named file is the cache's only if it is a regular file that starts with the magic
   // (a damaged entry of this cache still does); anything else there stays.
   for (const std::string& p : entries) {
-    if (StartsWithEntryMagic(p) && ::unlink(p.c_str()) == 0) ++removed;
+    if (StartsWithCacheEntryMagic(p) && ::unlink(p.c_str()) == 0) ++removed;
   }
   for (const std::string& p : temps) ::unlink(p.c_str());
   // plugin-digests/ stays: it names no executable, and keeps the next process from hashing the

@@ -9,10 +9,7 @@
 //                               when whole)
 //   plugin-digests/<64 hex>     the SHA-256 of a plugin file, named after its path, size,
 //                               inode and times, so a process hashes the plugin only once
-// An entry file: the magic "SHRTCC\0\1", the format version (u32), 4 zero bytes, the payload
-// length (u64, at most kMaxCacheEntryBytes), the SHA-256 of the payload (32 bytes), then the
-// payload: a serialized shardrt.cache.CompileCacheEntry (proto/compile_cache.proto).
-// Little-endian.
+// An entry file: see cache_entry_file.h.
 //
 // The directory may be shared with files that are not the cache's (a user's, or other
 // programs' when it is /tmp): eviction, Clear and Inspect act only on regular files (never
@@ -33,36 +30,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/cache_entry_file.h"
+#include "client/sha256.h"
 #include "compile_cache.pb.h"
 #include "shardrt/client/persistent_cache.h"
 #include "shardrt/pjrt/client.h"
 
 namespace shardrt {
-
-// The largest payload an entry may hold (the format's own bound): larger entries are not
-// stored (counted in PersistentCacheError), and a header stating more is refused before
-// anything of the payload is read.
-inline constexpr int64_t kMaxCacheEntryBytes = int64_t{1} << 30;
-
-// SHA-256 of the concatenation of the parts fed to it (OpenSSL).
-class Sha256 {
- public:
-  Sha256();
-  ~Sha256();
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  // Adds `bytes`; adds them length-prefixed (so consecutive parts cannot run together).
-  Sha256& Update(absl::string_view bytes);
-  Sha256& Field(absl::string_view bytes);
-  // The 32-byte digest; the hasher must not be used afterwards.
-  std::string Finish();
-
- private:
-  void* ctx_;  // EVP_MD_CTX
-};
-
-// 64 lowercase hex digits of a 32-byte digest.
-std::string HexDigest(absl::string_view digest);
 
 // What, besides the request, shapes an executable: the plugin (its file, API version,
 // attributes, platform) and the host CPU.

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "program/mlir_bytecode.h"
 #include "program/mlir_lexer.h"
 #include "shardrt/base/element_type.h"
 #include "shardrt/base/limits.h"
@@ -282,10 +285,11 @@ class Inspector {
 namespace {
 
 // Brackets open at once, at most limits::kMaxProgramNesting (strings and comments are tokens
-// the lexer skips whole, so brackets in them do not count). Error: InvalidArgument naming the
-// line where the limit is passed.
-absl::Status CheckNesting(absl::string_view program) {
-  MlirLexer lexer(program);
+// the lexer skips whole, so brackets in them do not count). `where` names the text in the
+// message ("the program", "attribute 3 of the bytecode"). Error: InvalidArgument naming the
+// line of `text` where the limit is passed.
+absl::Status CheckNesting(absl::string_view text, absl::string_view where) {
+  MlirLexer lexer(text);
   int64_t depth = 0;
   for (MlirToken token = lexer.Next(); token.kind != Kind::kEnd; token = lexer.Next()) {
     if (token.kind != Kind::kPunct || token.text.size() != 1) continue;
@@ -293,13 +297,29 @@ absl::Status CheckNesting(absl::string_view program) {
     if (c == '(' || c == '[' || c == '{' || c == '<') {
       if (++depth > limits::kMaxProgramNesting) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "the program nests brackets more than ", limits::kMaxProgramNesting,
-            " deep at line ", lexer.LineOf(token.offset),
+            where, " nests brackets more than ", limits::kMaxProgramNesting, " deep at line ",
+            lexer.LineOf(token.offset),
             " (limits::kMaxProgramNesting: deeper text would overflow the compiler's parser)"));
       }
     } else if (c == ')' || c == ']' || c == '}' || c == '>') {
       depth = std::max<int64_t>(depth - 1, 0);
     }
+  }
+  return absl::OkStatus();
+}
+
+// The attributes and types that MLIR bytecode stores as text go to the same recursive parser
+// as a text program: their nesting has the same bound. (Entries of a dialect's own encoding are
+// read by the bytecode reader from a worklist, not by recursion.)
+absl::Status CheckBytecodeNesting(absl::string_view program) {
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<MlirBytecodeAsmEntry> entries,
+                           MlirBytecodeAsmEntries(program));
+  for (const MlirBytecodeAsmEntry& entry : entries) {
+    SHARDRT_RETURN_IF_ERROR(CheckNesting(
+        entry.text,
+        absl::StrCat("the bytecode's ",
+                     entry.kind == MlirBytecodeAsmEntry::Kind::kType ? "type " : "attribute ",
+                     entry.index, " (in assembly form)")));
   }
   return absl::OkStatus();
 }
@@ -312,9 +332,10 @@ absl::StatusOr<ProgramInfo> InspectProgram(absl::string_view program) {
   if (!info.is_text) {
     // Attribute names live in the bytecode's string table.
     info.uses_shardy = UsesShardy(program);
+    SHARDRT_RETURN_IF_ERROR(CheckBytecodeNesting(program));
     return info;
   }
-  SHARDRT_RETURN_IF_ERROR(CheckNesting(program));
+  SHARDRT_RETURN_IF_ERROR(CheckNesting(program, "the program"));
   return Inspector(program).Run();
 }
 

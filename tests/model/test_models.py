@@ -250,6 +250,11 @@ def run(cli, model, prompt, devices, weights, workdir):
 REFUSALS = [
     ("an unknown architecture", dict(arch="gemma"),
      ["general.architecture is 'gemma'", "supported: 'llama', 'qwen2'"]),
+    ("an architecture name holding a NUL", dict(arch="lla\0ma"),
+     ["general.architecture is 'lla\\x00ma'"]),
+    ("a context shorter than one unit of the cache", dict(drop=("context_length",),
+                                                          kv=("llama.context_length", 16)),
+     ["the model's context of 16 positions is shorter than one unit of"]),
     ("an output bias", dict(tensor=("blk.1.attn_output.bias", 128)),
      ["blk.1.attn_output.bias is not supported"]),
     ("yarn RoPE scaling", dict(kv=("llama.rope.scaling.type", "yarn")),

@@ -52,7 +52,10 @@ struct SHARDRT_EXPORT ProgramInfo {
 // a static tensor of a supported element type (or is above limits::kMaxArrayBytes), a tensor
 // type anywhere whose size overflows, a declared count that is not a number that fits, an
 // unclosed bracket, or brackets nested deeper than limits::kMaxProgramNesting (which would
-// overflow the compiler's recursive parser). Bytecode is not parsed here (only uses_shardy).
+// overflow the compiler's recursive parser). Of bytecode, only the attributes and types it
+// stores in their assembly form are read (the compiler parses them as text): InvalidArgument
+// for one nested deeper than limits::kMaxProgramNesting, naming it, or for a malformed section
+// frame or attribute/type table.
 [[nodiscard]] SHARDRT_EXPORT absl::StatusOr<ProgramInfo> InspectProgram(absl::string_view program);
 
 // The signature of `func.func [public] @main(...) -> ...` in MLIR text: InspectProgram's

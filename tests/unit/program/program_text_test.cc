@@ -3,11 +3,14 @@
 
 #include "shardrt/base/limits.h"
 
+#include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "program/mlir_bytecode.h"
 #include "program/reshard_program.h"
 #include "shardrt/sharding/text.h"
 
@@ -125,7 +128,9 @@ TEST(InspectProgramTest, ACountThatDoesNotFitIsAnError) {
 }
 
 TEST(InspectProgramTest, BytecodeIsNotReadAsText) {
-  const std::string bytecode = std::string("ML\xefR", 4) + "\x01sdy.sharding mhlo.num_partitions";
+  // The magic, version 6, a producer string that happens to name sdy and mhlo, no sections.
+  const std::string bytecode =
+      std::string("ML\xefR\x0d", 5) + "sdy.sharding mhlo.num_partitions" + '\0';
   EXPECT_TRUE(IsMlirBytecode(bytecode));
   EXPECT_FALSE(IsMlirBytecode("module {}"));
   auto info = InspectProgram(bytecode);
@@ -322,6 +327,147 @@ TEST(ProgramLexerTest, NestingIsBoundedBeforeTheCompilerParsesIt) {
   const std::string quoted = "module @m attributes {s = \"" + std::string(10'000, '[') +
                              "\"} {} // " + std::string(10'000, '{') + "\n";
   EXPECT_TRUE(InspectProgram(quoted).ok()) << InspectProgram(quoted).status();
+}
+
+// MLIR bytecode written byte by byte (mlir/docs/BytecodeFormat.md), for the reader of the
+// attributes and types it stores in assembly form.
+class BytecodeWriter {
+ public:
+  // A PrefixVarInt: n extra bytes are marked by n trailing zero bits and a one.
+  static std::string VarInt(uint64_t v) {
+    int extra = 0;
+    while (extra < 8 && v >= (uint64_t{1} << (7 * (extra + 1)))) ++extra;
+    std::string out;
+    if (extra == 8) {
+      out.push_back('\0');
+      for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+      return out;
+    }
+    const uint64_t encoded = ((v << 1) | 1) << extra;
+    for (int i = 0; i <= extra; ++i) out.push_back(static_cast<char>(encoded >> (8 * i)));
+    return out;
+  }
+  // An entry of the attribute/type section: `bytes` as they are stored, `custom` when they are
+  // a dialect's own encoding (else the assembly form, NUL added here).
+  struct Entry {
+    std::string bytes;
+    bool custom = false;
+  };
+  // A file with one dialect group of `attrs` and one of `types`, and the given extra sections
+  // (id, data) before them.
+  static std::string File(const std::vector<Entry>& attrs, const std::vector<Entry>& types,
+                          const std::string& extra_sections = "") {
+    std::string data, offsets = VarInt(attrs.size()) + VarInt(types.size());
+    for (const auto* group : {&attrs, &types}) {
+      if (group->empty()) continue;
+      offsets += VarInt(0) + VarInt(group->size());
+      for (const Entry& e : *group) {
+        const std::string stored = e.custom ? e.bytes : e.bytes + std::string(1, '\0');
+        offsets += VarInt((stored.size() << 1) | (e.custom ? 1 : 0));
+        data += stored;
+      }
+    }
+    return Header() + extra_sections + Section(2, data) + Section(3, offsets);
+  }
+  static std::string Header() { return std::string("ML\xefR", 4) + VarInt(6) + "test" + '\0'; }
+  static std::string Section(int id, const std::string& data) {
+    return std::string(1, static_cast<char>(id)) + VarInt(data.size()) + data;
+  }
+};
+
+std::string Nested(int64_t levels) {
+  return std::string(levels, '[') + "1" + std::string(levels, ']');
+}
+
+TEST(MlirBytecodeTest, ReadsTheAssemblyFormEntriesAndSkipsCustomOnes) {
+  using W = BytecodeWriter;
+  // A 2-byte and a 3-byte varint in the sizes, an aligned section with padding before them.
+  const std::string long_text = "#d<\"" + std::string(20'000, 'x') + "\">";
+  const std::string aligned = std::string(1, static_cast<char>(5 | 0x80)) + W::VarInt(3) +
+                              W::VarInt(16);
+  std::string extra = aligned;
+  while ((W::Header().size() + extra.size()) % 16 != 0) extra += '\xcb';
+  extra += "abc";
+  auto entries = MlirBytecodeAsmEntries(
+      W::File({{"[1, 2]"}, {"\x01\x02", true}, {long_text}}, {{"!t<i32>"}}, extra));
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 3u);
+  EXPECT_EQ((*entries)[0].text, "[1, 2]");
+  EXPECT_EQ((*entries)[0].index, 0);
+  EXPECT_EQ((*entries)[1].text, long_text);
+  EXPECT_EQ((*entries)[1].index, 2);
+  EXPECT_EQ((*entries)[2].text, "!t<i32>");
+  EXPECT_EQ((*entries)[2].kind, MlirBytecodeAsmEntry::Kind::kType);
+  EXPECT_EQ(W::VarInt(uint64_t{1} << 60).size(), 9u);
+  // A file without attributes or types.
+  auto none = MlirBytecodeAsmEntries(W::Header());
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+}
+
+// What the compiler's bytecode reader refuses is refused here, with what is wrong.
+TEST(MlirBytecodeTest, MalformedFramesAndTablesAreErrors) {
+  using W = BytecodeWriter;
+  const std::string good = W::File({{"[1]"}}, {});
+  struct Case {
+    std::string bytes;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {W::Header() + std::string(1, '\x02') + W::VarInt(100) + "ab", "runs past the end"},
+      {W::Header() + std::string(1, '\x0c') + W::VarInt(0), "unknown section id 12"},
+      {W::Header() + std::string(1, '\x82') + W::VarInt(0) + W::VarInt(3), "power of two"},
+      {W::Header() + std::string(1, '\x82') + W::VarInt(0) + W::VarInt(64) + "zz",
+       "expected 0xCB"},
+      {std::string("ML\xefR", 4) + W::VarInt(6) + "no nul", "has no NUL"},
+      {W::Header() + W::Section(2, "[1") + W::Section(3, W::VarInt(1) + W::VarInt(0) +
+                                                             W::VarInt(0) + W::VarInt(1) +
+                                                             W::VarInt(3 << 1)),
+       "attribute 0 of 3 bytes runs past the end"},
+      {W::Header() + W::Section(2, "[1]") + W::Section(3, W::VarInt(1) + W::VarInt(0) +
+                                                              W::VarInt(0) + W::VarInt(2)),
+       "lists more than 1 attributes"},
+      {W::Header() + W::Section(2, "[1]") + W::Section(3, W::VarInt(1) + W::VarInt(0) +
+                                                              W::VarInt(0) + W::VarInt(1) +
+                                                              W::VarInt(3 << 1)),
+       "attribute 0 has no NUL"},
+      {good.substr(0, good.size() - 1), "runs past the end"},
+  };
+  for (const Case& c : cases) {
+    auto r = MlirBytecodeAsmEntries(c.bytes);
+    ASSERT_FALSE(r.ok()) << c.expected;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.expected), absl::string_view::npos) << r.status();
+  }
+  // Every prefix cut inside the offset section (the last) fails too, without reading past it.
+  const size_t offsets_start =
+      W::Header().size() + W::Section(2, std::string("[1]\0", 4)).size();
+  for (size_t n = offsets_start + 1; n < good.size(); ++n) {
+    EXPECT_FALSE(MlirBytecodeAsmEntries(good.substr(0, n)).ok()) << n;
+  }
+  EXPECT_TRUE(MlirBytecodeAsmEntries(good).ok());
+}
+
+// An attribute or type that bytecode stores in assembly form is parsed by the compiler's
+// recursive text parser: InspectProgram bounds its nesting as it bounds a text program's.
+TEST(MlirBytecodeTest, NestingOfAssemblyFormEntriesIsBounded) {
+  using W = BytecodeWriter;
+  EXPECT_TRUE(InspectProgram(W::File({{Nested(limits::kMaxProgramNesting)}}, {})).ok());
+  auto attr = InspectProgram(W::File({{"[1]"}, {Nested(10'000)}}, {}));
+  ASSERT_FALSE(attr.ok());
+  EXPECT_NE(attr.status().message().find(
+                "the bytecode's attribute 1 (in assembly form) nests brackets more than 256"),
+            absl::string_view::npos)
+      << attr.status();
+  auto type = InspectProgram(
+      W::File({}, {{"!d<" + Nested(limits::kMaxProgramNesting) + ">"}}));
+  ASSERT_FALSE(type.ok());
+  EXPECT_NE(type.status().message().find("the bytecode's type 0"), absl::string_view::npos)
+      << type.status();
+  // A dialect's own encoding is not text: brackets in it are bytes, not nesting.
+  EXPECT_TRUE(InspectProgram(W::File({{std::string(10'000, '['), true}}, {})).ok());
+  // A malformed file is refused before the compiler reads it.
+  EXPECT_FALSE(InspectProgram(W::Header() + std::string(1, '\x0c') + W::VarInt(0)).ok());
 }
 
 }  // namespace
