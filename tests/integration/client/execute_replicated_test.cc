@@ -80,10 +80,31 @@ TEST_F(ExecuteReplicatedTest, KnowsWhichProgramsCommunicate) {
                         add->parameter_layout(0)->sharding);
     auto out = client_->ExecuteReplicated(*add, {dx});
     ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 1u);
     std::vector<float> y = Values<float>(Download(*client_, (*out)[0]));
     ASSERT_EQ(y.size(), x.size());
     for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], x[i] + 1.0f);
   }
+}
+
+// Several outputs with the same shape, type and sharding and other values: each comes back in
+// its own place, read directly and through placeholders assigned from them.
+TEST_F(ExecuteReplicatedTest, OutputsOfTheSameLayoutComeBackInTheirOwnPlaces) {
+  ComputationPtr c = CompileTestProgram(*client_, kSameLayoutOutputsProgram, 8);
+  ASSERT_NE(c, nullptr);
+  const std::vector<float> x = SameLayoutOutputsInput();
+  DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x),
+                      c->parameter_layout(0)->sharding);
+  ASSERT_NE(dx, nullptr);
+  auto out = client_->ExecuteReplicated(*c, {dx});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectSameLayoutOutputs(*client_, *out, x);
+  std::vector<DataPtr> placeholders;
+  for (size_t o = 0; o < out->size(); ++o) {
+    placeholders.push_back(client_->CreateDataPlaceholder(c->output_layout(o)));
+    ASSERT_TRUE(placeholders.back()->Assign((*out)[o]).ok()) << o;
+  }
+  ExpectSameLayoutOutputs(*client_, placeholders, x);
 }
 
 TEST_F(ExecuteReplicatedTest, UnevenShardsAndTwoOutputsWithDifferentShardings) {
@@ -96,6 +117,7 @@ TEST_F(ExecuteReplicatedTest, UnevenShardsAndTwoOutputsWithDifferentShardings) {
                       MustParse("{devices=[4,1]<=[4]}"), 4);
   auto out = client_->ExecuteReplicated(*c, {dx});
   ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
   std::vector<float> y = Values<float>(Download(*client_, (*out)[0]));
   std::vector<float> s = Values<float>(Download(*client_, (*out)[1]));
   ASSERT_EQ(y.size(), 30u);
@@ -119,8 +141,11 @@ TEST_F(ExecuteReplicatedTest, IntegerTypesAndReplicatedArguments) {
   DataPtr db = Upload(*client_, MakeArray(ElementType::kS32, {4}, b), Sharding::Replicated());
   auto out = client_->ExecuteReplicated(*c, {dx, db});
   ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
   std::vector<int32_t> y = Values<int32_t>(Download(*client_, (*out)[0]));
   std::vector<int32_t> m = Values<int32_t>(Download(*client_, (*out)[1]));
+  ASSERT_EQ(y.size(), 64u);
+  ASSERT_EQ(m.size(), 4u);
   for (int r = 0; r < 16; ++r)
     for (int col = 0; col < 4; ++col) EXPECT_EQ(y[r * 4 + col], 3 * x[r * 4 + col] + b[col]);
   for (int col = 0; col < 4; ++col) {
@@ -172,9 +197,11 @@ TEST_F(ExecuteReplicatedTest, PositionDependentResultsSeeWhereEveryShardSits) {
     options.resharding = ArgumentResharding::kReshardCopy;
     auto out = client_->ExecuteReplicated(*c, {dx}, options);
     ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 2u);
     std::vector<float> y = Values<float>(Download(*client_, (*out)[0]));
     std::vector<float> s = Values<float>(Download(*client_, (*out)[1]));
     ASSERT_EQ(y.size(), 72u);
+    ASSERT_EQ(s.size(), 4u);
     for (int r = 0; r < 18; ++r) {
       for (int col = 0; col < 4; ++col) {
         EXPECT_FLOAT_EQ(y[r * 4 + col], x[r * 4 + col] * static_cast<float>(r + 1));
@@ -204,7 +231,9 @@ TEST_F(ExecuteReplicatedTest, CompileDetectsShardyAndChecksTheDeclaredPartitions
                       (*shardy)->parameter_layout(0)->sharding);
   auto out = client_->ExecuteReplicated(**shardy, {dx});
   ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
   std::vector<float> sums = Values<float>(Download(*client_, (*out)[1]));
+  ASSERT_EQ(sums.size(), 4u);
   for (int j = 0; j < 4; ++j) {
     float expected = 0;
     for (int i = 0; i < 16; ++i) expected += x[i * 4 + j];
@@ -239,14 +268,17 @@ TEST_F(ExecuteReplicatedTest, PlaceholdersAreFilledByAssign) {
   absl::Status filled;
   std::thread filler([&] {
     auto out = client_->ExecuteReplicated(*c, {dx});
-    filled = out.ok() ? placeholder->Assign((*out)[0]) : out.status();
+    filled = !out.ok()            ? out.status()
+             : out->size() != 1 ? absl::InternalError("expected one output")
+                                : placeholder->Assign((*out)[0]);
     if (!filled.ok()) placeholder->Fail(filled);
   });
   const absl::Status awaited = placeholder->Await(absl::Seconds(120));
-  filler.join();
+  WITH_DEADLINE(filler.join());
   ASSERT_TRUE(filled.ok()) << filled;
   ASSERT_TRUE(awaited.ok()) << awaited;
   std::vector<float> y = Values<float>(Download(*client_, placeholder));
+  ASSERT_EQ(y.size(), 64u);
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], x[i] + 1);
   // A second Assign, or one with another layout, is an error.
   DataPtr other = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x), Sharding::Replicated());
@@ -273,6 +305,7 @@ TEST_F(ExecuteReplicatedTest, ReleaseAllDropsEverythingAndSparesWhatOthersHold) 
     DataPtr dx = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, x), rows);
     auto out = client_->ExecuteReplicated(*c, {dx});
     ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 1u);
     outputs.push_back((*out)[0]);
   }
   DataPtr also_held = outputs[1];                          // another reference to the same data
@@ -295,13 +328,17 @@ TEST_F(ExecuteReplicatedTest, ReleaseAllDropsEverythingAndSparesWhatOthersHold) 
   // What others hold still computes.
   std::vector<float> y = Values<float>(Download(*client_, also_held));
   std::vector<float> z = Values<float>(Download(*client_, filled));
+  ASSERT_EQ(y.size(), 64u);
+  ASSERT_EQ(z.size(), 64u);
   for (int i = 0; i < 64; ++i) {
     EXPECT_FLOAT_EQ(y[i], x[i] + 1);
     EXPECT_FLOAT_EQ(z[i], x[i] + 1);
   }
   auto next = client_->ExecuteReplicated(*c, {filled});
   ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_EQ(next->size(), 1u);
   std::vector<float> w = Values<float>(Download(*client_, (*next)[0]));
+  ASSERT_EQ(w.size(), 64u);
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(w[i], x[i] + 2);
   filled.reset();  // the last holder of output 2's data
   EXPECT_TRUE(watched[2].expired());
@@ -328,9 +365,11 @@ TEST_F(ExecuteReplicatedTest, HostPointersReadShardsInPlaceAndOutsideReferencesK
   ASSERT_TRUE(shard3.AcquireExternalReference().ok());
   auto out = client_->ExecuteReplicated(*c, {dx});
   ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
   EXPECT_EQ(dx->state(), Data::State::kDonated);
   EXPECT_FALSE(shard3.IsDeleted());
   std::vector<float> y = Values<float>(Download(*client_, (*out)[0]));
+  ASSERT_EQ(y.size(), 64u);
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], x[i] + 1);
   auto next = client_->ExecuteReplicated(*c, {(*out)[0]});  // reuses freed memory, if any
   ASSERT_TRUE(next.ok()) << next.status();
@@ -363,12 +402,16 @@ TEST_F(ExecuteReplicatedTest, DataDonatedAndPassedAgainIsRefusedBeforeThePlugin)
   keep.non_donatable_input_indices = {0};
   auto doubled = client_->ExecuteReplicated(*c, {dx, dx}, keep);
   ASSERT_TRUE(doubled.ok()) << doubled.status();
+  ASSERT_EQ(doubled->size(), 1u);
   std::vector<float> got = Values<float>(Download(*client_, (*doubled)[0]));
+  ASSERT_EQ(got.size(), 64u);
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(got[i], x[i] + x[i]);
   // And the client keeps working: the donating call itself.
   auto sum = client_->ExecuteReplicated(*c, {dx, dy});
   ASSERT_TRUE(sum.ok()) << sum.status();
+  ASSERT_EQ(sum->size(), 1u);
   got = Values<float>(Download(*client_, (*sum)[0]));
+  ASSERT_EQ(got.size(), 64u);
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(got[i], x[i] + y[i]);
   EXPECT_EQ(dx->state(), Data::State::kDonated);
 }
@@ -376,6 +419,7 @@ TEST_F(ExecuteReplicatedTest, DataDonatedAndPassedAgainIsRefusedBeforeThePlugin)
 TEST_F(ExecuteReplicatedTest, ALayoutListsEachDeviceOnce) {
   auto devices = client_->DefaultDevices(2);
   ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), 2u);
   auto twice = client_->MakeLayout({ElementType::kF32, {4, 4}}, MustParse("{devices=[2,1]<=[2]}"),
                                    {(*devices)[0], (*devices)[0]});
   EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument);
@@ -402,10 +446,13 @@ TEST_F(ExecuteReplicatedTest, DonatedInputIsUnusableAfterwards) {
   EXPECT_NE(again.status().message().find("argument 0: data f32[16,4]"), absl::string_view::npos);
   EXPECT_NE(again.status().message().find("was donated"), absl::string_view::npos)
       << again.status();
+  ASSERT_EQ(out->size(), 1u);
   // Chaining the output works and keeps computing.
   auto out2 = client_->ExecuteReplicated(*c, {(*out)[0]});
   ASSERT_TRUE(out2.ok());
+  ASSERT_EQ(out2->size(), 1u);
   std::vector<float> y = Values<float>(Download(*client_, (*out2)[0]));
+  ASSERT_EQ(y.size(), 64u);
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], x[i] + 2);
   // Per-call non-donatable index keeps the input alive.
   DataPtr kept = Upload(*client_, host, MustParse("{devices=[8,1]<=[8]}"));
@@ -450,11 +497,14 @@ TEST_F(ExecuteReplicatedTest, EightThreadsExecuteConcurrentlyOnSharedInputs) {
           continue;
         }
         auto host = client_->TransferFromDevice(*out);
-        if (!host.ok() || Values<int32_t>((*host)[0])[5] != 3 * 5 + 2) ++failures;
+        if (!host.ok() || host->empty() || Values<int32_t>((*host)[0]).size() != 64 ||
+            Values<int32_t>((*host)[0])[5] != 3 * 5 + 2) {
+          ++failures;
+        }
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) WITH_DEADLINE(t.join());
   EXPECT_EQ(failures.load(), 0);
 }
 
@@ -482,7 +532,10 @@ TEST_F(ExecuteReplicatedTest, BadArgumentsAreClearErrors) {
   reshard.resharding = ArgumentResharding::kReshardCopy;
   auto resharded = client_->ExecuteReplicated(*c, {dx_cols, db}, reshard);
   ASSERT_TRUE(resharded.ok()) << resharded.status();
-  EXPECT_EQ(Values<int32_t>(Download(*client_, (*resharded)[0]))[0], 5);
+  ASSERT_EQ(resharded->size(), 2u);
+  std::vector<int32_t> resharded_y = Values<int32_t>(Download(*client_, (*resharded)[0]));
+  ASSERT_EQ(resharded_y.size(), 64u);
+  EXPECT_EQ(resharded_y[0], 5);
   // Wrong dtype.
   DataPtr dx_f32 = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, std::vector<float>(64)),
                           MustParse("{devices=[8,1]<=[8]}"));
@@ -535,6 +588,7 @@ TEST_F(ExecuteReplicatedTest, EvictedComputationIsCompiledAgainAndKeepsWorking) 
                              std::as_bytes(std::span<const float>(values))};
     auto uploaded = client_->TransferToDevice({&view, 1}, {&a->parameter_layout(i), 1});
     ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+    ASSERT_EQ(uploaded->size(), 1u);
     args.push_back((*uploaded)[0]);
   }
   auto from_a = client_->ExecuteReplicated(*a, args);
@@ -564,7 +618,8 @@ std::vector<float> AddOneKeepingTheArgument(ComputationClient& client, const Dat
   auto out = client.ExecuteReplicated(*c, {x}, {.non_donatable_input_indices = {0}});
   EXPECT_TRUE(out.ok()) << out.status();
   if (!out.ok()) return {};
-  return Values<float>(Download(client, (*out)[0]));
+  EXPECT_EQ(out->size(), 1u);
+  return out->size() == 1 ? Values<float>(Download(client, (*out)[0])) : std::vector<float>{};
 }
 
 // Every sharding kind survives TransferToDevice -> TransferFromDevice bit for bit, including
@@ -611,6 +666,7 @@ TEST(TransferTest, ManyArraysUploadedTogetherDieOneByOne) {
   std::vector<std::shared_ptr<const DataLayout>> layouts(kArrays, *layout);
   auto data = client->TransferToDevice(views, layouts);
   ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_EQ(data->size(), static_cast<size_t>(kArrays));
   std::vector<std::weak_ptr<Data>> watched(data->begin(), data->end());
   // Even pieces go now, on other threads; odd ones stay and still read back.
   std::vector<std::thread> threads;
@@ -683,6 +739,7 @@ TEST(ExecuteOutputsTest, ManyOutputsOutliveTheirComputation) {
                                                    " on 8 devices"));
     EXPECT_EQ(y->client(), client->pjrt_client());
     std::vector<float> values = Values<float>(Download(*client, y));
+    ASSERT_EQ(values.size(), x.size()) << o;
     for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(values[i], x[i] * (o + 1)) << o << " " << i;
   }
   // Output 2 (row-split, like the program's parameter) runs as an argument, and a placeholder
@@ -694,7 +751,9 @@ TEST(ExecuteOutputsTest, ManyOutputsOutliveTheirComputation) {
       Data::CreatePlaceholder(client->pjrt_client(), (*out)[1]->shared_layout());
   ASSERT_TRUE(placeholder->Assign((*out)[1]).ok());
   out->clear();
-  EXPECT_EQ(Values<float>(Download(*client, placeholder))[5], x[5] * 2);
+  std::vector<float> kept = Values<float>(Download(*client, placeholder));
+  ASSERT_EQ(kept.size(), x.size());
+  EXPECT_EQ(kept[5], x[5] * 2);
   for (int o = 0; o < kOutputs; ++o) EXPECT_EQ(watched[o].expired(), o != 1) << o;
   placeholder.reset();
   EXPECT_TRUE(watched[1].expired());
@@ -841,7 +900,9 @@ TEST(ExecuteComputationTest, SingleDeviceProgram) {
   DataPtr db = Upload(*client, MakeArray(ElementType::kF32, {6}, b), Sharding::Replicated(), 1);
   auto out = client->ExecuteComputation(*c, {da, dx, db});
   ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
   std::vector<float> y = Values<float>(Download(*client, (*out)[0]));
+  ASSERT_EQ(y.size(), x.size());
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(y[i], 3 * x[i] + b[i]);
   // An SPMD computation is refused by ExecuteComputation with a pointer to ExecuteReplicated.
   ComputationPtr spmd = CompileTestProgram(*client, "donate_add_one.mlir", 8);
@@ -988,8 +1049,11 @@ TEST(ExecuteReplicatedBytecodeTest, JaxBytecodeProgramRuns) {
                       c->parameter_layout(0)->sharding);
   auto out = client->ExecuteReplicated(*c, {dx});
   ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
   std::vector<float> y = Values<float>(Download(*client, (*out)[0]));
   std::vector<float> s = Values<float>(Download(*client, (*out)[1]));
+  ASSERT_EQ(y.size(), 64u);
+  ASSERT_EQ(s.size(), 4u);
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(y[i], 2 * x[i] + 1);
   for (int col = 0; col < 4; ++col) {
     double e = 0;

@@ -230,6 +230,7 @@ void RunScale(ComputationClient& client, const ComputationPtr& c) {
   ASSERT_NE(dx, nullptr);
   auto out = client.ExecuteReplicated(*c, {dx});
   ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
   std::vector<float> y = Values<float>(Download(client, (*out)[0]));
   ASSERT_EQ(y.size(), 8u);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(y[i], 2 * x[i]);
@@ -843,6 +844,55 @@ TEST_F(KeyTest, EveryPartOfTheEnvironmentAndTheRequestChangesTheKey) {
   EXPECT_NE(KeyOf(base, ""), key);
 }
 
+// The key the client itself files a request under (ComputationClient's fingerprint of it,
+// which its in-memory cache uses and the persistent cache wraps in its own key): each part of
+// the request that can change the executable gives another key, in both caches, and a request
+// equal in all of them (the default device assignment spelled out included) the same key.
+// IsCompiled reads the key without compiling anything.
+TEST_F(KeyTest, TheClientsRequestKeyCoversOptionsProgramAndShapes) {
+  const CompileRequest base = ScaleRequest(2);
+  std::unique_ptr<ComputationClient> compiled_here = NewClient(dir_);
+  ASSERT_NE(compiled_here, nullptr);
+  ASSERT_NE(MustCompile(*compiled_here, base), nullptr);
+  // A new client on the same directory: an empty in-memory cache, so only the entry answers.
+  std::unique_ptr<ComputationClient> fresh = NewClient(dir_);
+  ASSERT_NE(fresh, nullptr);
+  auto is_compiled = [](ComputationClient& client, const CompileRequest& request) {
+    absl::StatusOr<bool> compiled = client.IsCompiled(request);
+    EXPECT_TRUE(compiled.ok()) << compiled.status();
+    return compiled.ok() && *compiled;
+  };
+
+  std::map<std::string, CompileRequest> same;
+  same["the same request"] = base;
+  same["the default device assignment spelled out"] = base;
+  same["the default device assignment spelled out"].options.device_assignment = {0, 1};
+  std::map<std::string, CompileRequest> changed;
+  changed["partitions"] = ScaleRequest(4);
+  changed["device assignment"] = base;
+  changed["device assignment"].options.device_assignment = {1, 0};
+  changed["partitioner"] = base;
+  changed["partitioner"].options.partitioner = pjrt::Partitioner::kShardy;
+  changed["sharding propagation"] = base;
+  changed["sharding propagation"].options.propagation =
+      pjrt::ShardingPropagation::kAllowToOutputs;
+  changed["a debug option"] = base;
+  changed["a debug option"].options.debug_option_overrides = {
+      {"xla_cpu_enable_fast_min_max", "false"}};
+  changed["program"] = base;
+  changed["program"].program += "// another program text\n";
+  changed["global shapes"] = base;
+  changed["global shapes"].global_shapes =
+      GlobalShapes{{{ElementType::kF32, {16}}}, {{ElementType::kF32, {16}}}};
+  for (ComputationClient* client : {compiled_here.get(), fresh.get()}) {
+    SCOPED_TRACE(client == fresh.get() ? "persistent cache" : "in-memory cache");
+    for (const auto& [what, request] : same) EXPECT_TRUE(is_compiled(*client, request)) << what;
+    for (const auto& [what, request] : changed) {
+      EXPECT_FALSE(is_compiled(*client, request)) << what << " keeps the key";
+    }
+  }
+}
+
 TEST_F(KeyTest, RewritingThePluginFileChangesTheKey) {
   WriteFile(Path("plugin.so"), "plugin bytes, version 1");
   SetMtime(Path("plugin.so"), 1'600'000'000);
@@ -911,6 +961,7 @@ TEST_F(PersistentCacheTest, TheSameProgramForOtherDeviceCountsIsAnotherEntry) {
   ComputationPtr c35 = MustCompile(*client, reassigned);
   EXPECT_EQ((Counts::Now() - before_reassigned).miss, 1);
   ASSERT_NE(c35, nullptr);
+  ASSERT_EQ(c35->num_devices(), 2u);
   EXPECT_EQ(c35->devices()[0]->id, 3);
   EXPECT_EQ(c35->devices()[1]->id, 5);
   EXPECT_EQ(EntryFiles(dir_).size(), 3u);

@@ -1,5 +1,8 @@
 // Executor: asynchronous, ordered execution on the real plugin with 8 CPU devices, checked
 // against host computations; errors, backpressure, tracing and the DeviceLockWait metric.
+// Every wait (Schedule under backpressure, Await, WaitForAll, Synchronize, joins, downloads,
+// the executor's destructor) has a deadline (WITH_DEADLINE): a wait that never ends fails the
+// test, naming it.
 #include "shardrt/executor/executor.h"
 
 #include <unistd.h>
@@ -11,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -41,7 +45,9 @@ DataPtr UploadFor(ComputationClient& client, const Computation& c, size_t i,
   HostArrayView view = array.view();
   auto data = client.TransferToDevice({&view, 1}, {&c.parameter_layout(i), 1});
   EXPECT_TRUE(data.ok()) << data.status();
-  return data.ok() ? (*data)[0] : nullptr;
+  if (!data.ok()) return nullptr;
+  EXPECT_EQ(data->size(), 1u);
+  return data->size() == 1 ? (*data)[0] : nullptr;
 }
 
 // Compiles tests/testdata/<file> for the given global device ids.
@@ -57,11 +63,20 @@ ComputationPtr CompileOn(ComputationClient& client, const char* file,
   return c.ok() ? *c : nullptr;
 }
 
-DataPtr ScheduleOne(Executor& executor, const ComputationPtr& c, std::vector<DataPtr> args) {
-  auto out = executor.Schedule(c, std::move(args));
+// Schedules `c` (waiting out backpressure, with the test deadline) and returns its outputs,
+// checked to be `num_outputs`; empty (a test failure) otherwise.
+std::vector<DataPtr> ScheduleAll(Executor& executor, const ComputationPtr& c,
+                                 std::vector<DataPtr> args, size_t num_outputs) {
+  auto out = WITH_DEADLINE(executor.Schedule(c, std::move(args)));
   EXPECT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out.ok() ? out->size() : 0u, 1u);
-  return out.ok() && !out->empty() ? (*out)[0] : nullptr;
+  if (!out.ok()) return {};
+  EXPECT_EQ(out->size(), num_outputs);
+  return out->size() == num_outputs ? std::move(*out) : std::vector<DataPtr>{};
+}
+
+DataPtr ScheduleOne(Executor& executor, const ComputationPtr& c, std::vector<DataPtr> args) {
+  std::vector<DataPtr> out = ScheduleAll(executor, c, std::move(args), 1);
+  return out.empty() ? nullptr : out[0];
 }
 
 std::vector<int32_t> PlusEach(std::vector<int32_t> v, int32_t k) {
@@ -98,14 +113,14 @@ TEST_F(ExecutorTest, ChainOf1000DependentStepsGivesTheHostResult) {
     ASSERT_NE(x, nullptr);
     if (i % 100 == 99) steps.push_back(x);
   }
-  ASSERT_TRUE(executor.WaitForAll().ok());
+  ASSERT_OK_WITHIN(executor.WaitForAll());
   EXPECT_EQ(x->state(), Data::State::kReady);
   EXPECT_EQ(DownloadInts(x), PlusEach(x0, 1000));
   // Intermediate placeholders hold their own step's value.
   for (size_t k = 0; k < steps.size(); ++k) {
     EXPECT_EQ(DownloadInts(steps[k]), PlusEach(x0, static_cast<int32_t>(100 * (k + 1))));
   }
-  ASSERT_TRUE(executor.Synchronize().ok());
+  ASSERT_OK_WITHIN(executor.Synchronize());
   ExecutorStats s = executor.stats();
   EXPECT_EQ(s.scheduled, 1000);
   EXPECT_EQ(s.dispatched, 1000);
@@ -125,14 +140,16 @@ TEST_F(ExecutorTest, PositionDependentChainGivesTheHostResult) {
   Executor executor(client_.get());
   DataPtr sums;
   for (int step = 0; step < 3; ++step) {
-    auto out = executor.Schedule(weighted, {value});
-    ASSERT_TRUE(out.ok()) << out.status();
-    value = (*out)[0];
-    sums = (*out)[1];
+    std::vector<DataPtr> out = ScheduleAll(executor, weighted, {value}, 2);
+    ASSERT_EQ(out.size(), 2u);
+    value = out[0];
+    sums = out[1];
   }
-  ASSERT_TRUE(executor.WaitForAll().ok());
+  ASSERT_OK_WITHIN(executor.WaitForAll());
   std::vector<float> y = Values<float>(Download(*client_, value));
   std::vector<float> s = Values<float>(Download(*client_, sums));
+  ASSERT_EQ(y.size(), x.size());
+  ASSERT_EQ(s.size(), 4u);
   for (int r = 0; r < 18; ++r) {
     const double w = static_cast<double>(r + 1);
     for (int c = 0; c < 4; ++c) {
@@ -155,10 +172,15 @@ TEST_F(ExecutorTest, DonatingChainOf1000Steps) {
   for (size_t i = 0; i < x0.size(); ++i) x0[i] = static_cast<float>(i) - 20.0f;
   DataPtr first = UploadFor(*client_, *donate, 0, MakeArray(ElementType::kF32, {16, 4}, x0));
   DataPtr x = first;
-  for (int i = 0; i < 1000; ++i) x = ScheduleOne(executor, donate, {x});
-  ASSERT_TRUE(executor.Synchronize().ok());
+  ASSERT_NE(first, nullptr);
+  for (int i = 0; i < 1000; ++i) {
+    x = ScheduleOne(executor, donate, {x});
+    ASSERT_NE(x, nullptr);
+  }
+  ASSERT_OK_WITHIN(executor.Synchronize());
   EXPECT_EQ(first->state(), Data::State::kDonated);
   std::vector<float> y = Values<float>(Download(*client_, x));
+  ASSERT_EQ(y.size(), x0.size());
   for (size_t i = 0; i < x0.size(); ++i) EXPECT_EQ(y[i], x0[i] + 1000.0f);  // exact in f32
 }
 
@@ -169,6 +191,7 @@ TEST_F(ExecutorTest, RunsAheadOfAnUnfilledPlaceholderAndWaitsForIt) {
   DataPtr x = source;
   for (int i = 0; i < 10; ++i) {
     x = ScheduleOne(executor, add_one_, {x});
+    ASSERT_NE(x, nullptr);
     outs.push_back(x);
   }
   // Nothing can run yet: every output is still a placeholder.
@@ -180,10 +203,30 @@ TEST_F(ExecutorTest, RunsAheadOfAnUnfilledPlaceholderAndWaitsForIt) {
   const std::vector<int32_t> x0 = RandomInts(64, 2);
   DataPtr filled = UploadInts(x0);
   ASSERT_TRUE(source->Assign(filled).ok());
-  ASSERT_TRUE(x->Await().ok());
+  ASSERT_OK_WITHIN(x->Await());
   EXPECT_EQ(DownloadInts(x), PlusEach(x0, 10));
   EXPECT_EQ(DownloadInts(outs[3]), PlusEach(x0, 4));
-  EXPECT_TRUE(executor.WaitForAll().ok());
+  EXPECT_OK_WITHIN(executor.WaitForAll());
+}
+
+// Outputs of one execution with the same shape, type and sharding but other values, and a
+// second execution on one of them: each placeholder gets its own output.
+TEST_F(ExecutorTest, OutputsOfTheSameLayoutFillTheirOwnPlaceholders) {
+  ComputationPtr c = CompileTestProgram(*client_, kSameLayoutOutputsProgram, 8);
+  ASSERT_NE(c, nullptr);
+  Executor executor(client_.get());
+  DataPtr source = client_->CreateDataPlaceholder(c->parameter_layout(0));
+  std::vector<DataPtr> first = ScheduleAll(executor, c, {source}, 4);
+  ASSERT_EQ(first.size(), 4u);
+  std::vector<DataPtr> second = ScheduleAll(executor, c, {first[2]}, 4);  // on x - 3
+  ASSERT_EQ(second.size(), 4u);
+  const std::vector<float> x = SameLayoutOutputsInput();
+  DataPtr value = UploadFor(*client_, *c, 0, MakeArray(ElementType::kF32, {16, 4}, x));
+  ASSERT_NE(value, nullptr);
+  ASSERT_TRUE(source->Assign(value).ok());
+  ASSERT_OK_WITHIN(executor.WaitForAll());
+  ExpectSameLayoutOutputs(*client_, first, x);
+  ExpectSameLayoutOutputs(*client_, second, SameLayoutOutputsInput(-3.0f));
 }
 
 TEST_F(ExecutorTest, SameDeviceSetRunsInScheduleOrder) {
@@ -207,11 +250,13 @@ TEST_F(ExecutorTest, SameDeviceSetRunsInScheduleOrder) {
       consumed = ScheduleOne(executor, donate, {x});
       read = ScheduleOne(executor, scale, {x});
     }
+    ASSERT_NE(read, nullptr);
+    ASSERT_NE(consumed, nullptr);
     DataPtr value = UploadFor(*client_, *donate, 0, MakeArray(ElementType::kF32, {16, 4}, v));
     ASSERT_TRUE(x->Assign(value).ok());
     value.reset();
-    EXPECT_TRUE(consumed->Await().ok());
-    absl::Status r = read->Await();
+    EXPECT_OK_WITHIN(consumed->Await());
+    absl::Status r = WITH_DEADLINE(read->Await());
     if (reader_first) {
       EXPECT_TRUE(r.ok()) << r;
       EXPECT_EQ(Values<float>(Download(*client_, read)), std::vector<float>(64, 6.0f));
@@ -220,7 +265,7 @@ TEST_F(ExecutorTest, SameDeviceSetRunsInScheduleOrder) {
       EXPECT_THAT(std::string(r.message()), HasSubstr("donated"));
     }
     EXPECT_EQ(Values<float>(Download(*client_, consumed)), std::vector<float>(64, 4.0f));
-    absl::Status all = executor.WaitForAll();
+    absl::Status all = WITH_DEADLINE(executor.WaitForAll());
     EXPECT_EQ(all.ok(), reader_first) << all;
   }
 }
@@ -240,13 +285,15 @@ TEST_F(ExecutorTest, DisjointDeviceSetsRunIndependently) {
   for (int i = 0; i < 50; ++i) {
     lx = ScheduleOne(executor, low, {lx});
     hx = ScheduleOne(executor, high, {hx});
+    ASSERT_NE(lx, nullptr);
+    ASSERT_NE(hx, nullptr);
   }
-  ASSERT_TRUE(hx->Await().ok());
+  ASSERT_OK_WITHIN(hx->Await());
   EXPECT_EQ(lx->state(), Data::State::kPending);
   EXPECT_EQ(Values<int32_t>(Download(*client_, hx)), PlusEach(b, 50));
   DataPtr la = UploadFor(*client_, *low, 0, MakeArray(ElementType::kS32, {16, 4}, a));
   ASSERT_TRUE(low_source->Assign(la).ok());
-  ASSERT_TRUE(executor.WaitForAll().ok());
+  ASSERT_OK_WITHIN(executor.WaitForAll());
   EXPECT_EQ(Values<int32_t>(Download(*client_, lx)), PlusEach(a, 50));
 }
 
@@ -267,10 +314,10 @@ TEST_F(ExecutorTest, SeveralProducerThreadsWithCollectives) {
                               MakeArray(ElementType::kS32, {4}, std::vector<int32_t>(4, 0)));
       DataPtr y = x;
       for (int i = 0; i < kSteps; ++i) {
-        auto out = executor.Schedule(step, {x, acc});
-        ASSERT_TRUE(out.ok()) << out.status();
-        x = (*out)[0];
-        acc = (*out)[1];
+        std::vector<DataPtr> out = ScheduleAll(executor, step, {x, acc}, 2);
+        ASSERT_EQ(out.size(), 2u);
+        x = out[0];
+        acc = out[1];
         // A second program on the same devices, interleaved.
         y = ScheduleOne(executor, add_one_, {y});
       }
@@ -279,8 +326,8 @@ TEST_F(ExecutorTest, SeveralProducerThreadsWithCollectives) {
       final_plus[t] = y;
     });
   }
-  for (std::thread& p : producers) p.join();
-  ASSERT_TRUE(executor.Synchronize().ok());
+  for (std::thread& p : producers) WITH_DEADLINE(p.join());
+  ASSERT_OK_WITHIN(executor.Synchronize());
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_EQ(DownloadInts(final_x[t]), PlusEach(x0[t], kSteps));
     EXPECT_EQ(DownloadInts(final_plus[t]), PlusEach(x0[t], kSteps));
@@ -303,6 +350,7 @@ TEST_F(ExecutorTest, FailedArgumentFailsTheChainWithTheOriginalErrorThenRecovers
   std::vector<DataPtr> chain;
   for (int i = 0; i < 20; ++i) {
     x = ScheduleOne(executor, add_one_, {x});
+    ASSERT_NE(x, nullptr);
     chain.push_back(x);
   }
   // An unrelated execution scheduled in between.
@@ -310,12 +358,12 @@ TEST_F(ExecutorTest, FailedArgumentFailsTheChainWithTheOriginalErrorThenRecovers
   DataPtr unrelated = ScheduleOne(executor, add_one_, {UploadInts(v)});
   source->Fail(absl::DataLossError("sensor 7 went dark"));
 
-  absl::Status all = executor.WaitForAll();
+  absl::Status all = WITH_DEADLINE(executor.WaitForAll());
   EXPECT_EQ(all.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(all.message(), "sensor 7 went dark");
   for (const DataPtr& d : chain) {
     EXPECT_EQ(d->state(), Data::State::kFailed);
-    absl::Status s = d->Await();
+    absl::Status s = WITH_DEADLINE(d->Await());
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
     EXPECT_EQ(s.message(), "sensor 7 went dark");
   }
@@ -325,14 +373,15 @@ TEST_F(ExecutorTest, FailedArgumentFailsTheChainWithTheOriginalErrorThenRecovers
   EXPECT_THAT(std::string(host.status().message()), HasSubstr("sensor 7 went dark"));
   // Scheduling on failed data fails the new execution with the same error.
   DataPtr again = ScheduleOne(executor, add_one_, {chain.back()});
-  EXPECT_EQ(again->Await().message(), "sensor 7 went dark");
-  EXPECT_EQ(executor.WaitForAll().code(), absl::StatusCode::kDataLoss);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(WITH_DEADLINE(again->Await()).message(), "sensor 7 went dark");
+  EXPECT_EQ(WITH_DEADLINE(executor.WaitForAll()).code(), absl::StatusCode::kDataLoss);
 
   // The unrelated execution ran; later executions work; the error was reported once.
   EXPECT_EQ(DownloadInts(unrelated), PlusEach(v, 1));
   DataPtr later = ScheduleOne(executor, add_one_, {UploadInts(v)});
   later = ScheduleOne(executor, add_one_, {later});
-  EXPECT_TRUE(executor.Synchronize().ok());
+  EXPECT_OK_WITHIN(executor.Synchronize());
   EXPECT_EQ(DownloadInts(later), PlusEach(v, 2));
   EXPECT_EQ(executor.stats().failed, 21);
 }
@@ -352,20 +401,21 @@ TEST_F(ExecutorTest, ExecutionFailingAtRunTimeThenRecovery) {
   DataPtr wrong = Upload(*client_, MakeArray(ElementType::kF32, {16, 4}, v),
                          Sharding::Replicated());
   DataPtr mismatched = ScheduleOne(executor, donate, {wrong});
+  for (const DataPtr& d : {first, second, dependent, mismatched}) ASSERT_NE(d, nullptr);
 
-  absl::Status s = second->Await();
+  absl::Status s = WITH_DEADLINE(second->Await());
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("donated"));
-  EXPECT_EQ(dependent->Await(), s);
-  absl::Status m = mismatched->Await();
+  EXPECT_EQ(WITH_DEADLINE(dependent->Await()), s);
+  absl::Status m = WITH_DEADLINE(mismatched->Await());
   EXPECT_EQ(m.code(), absl::StatusCode::kInvalidArgument) << m;
   EXPECT_THAT(std::string(m.message()), HasSubstr("argument 0 expected"));
-  EXPECT_EQ(executor.WaitForAll(), s);  // the first failure
-  EXPECT_TRUE(executor.WaitForAll().ok());
+  EXPECT_EQ(WITH_DEADLINE(executor.WaitForAll()), s);  // the first failure
+  EXPECT_OK_WITHIN(executor.WaitForAll());
 
-  ASSERT_TRUE(first->Await().ok());
+  ASSERT_OK_WITHIN(first->Await());
   DataPtr next = ScheduleOne(executor, donate, {first});
-  EXPECT_TRUE(executor.Synchronize().ok());
+  EXPECT_OK_WITHIN(executor.Synchronize());
   EXPECT_EQ(Values<float>(Download(*client_, next)), std::vector<float>(64, 3.5f));
   EXPECT_EQ(executor.stats().failed, 3);
 }
@@ -385,6 +435,7 @@ TEST_F(ExecutorTest, BackpressureBoundsExecutionsInFlight) {
   DataPtr source = client_->CreateDataPlaceholder(add_one_->parameter_layout(0));
   DataPtr a = ScheduleOne(executor, add_one_, {source});
   DataPtr b = ScheduleOne(executor, add_one_, {a});
+  ASSERT_NE(b, nullptr);
   EXPECT_EQ(executor.stats().in_flight, 2);
   auto refused = executor.TrySchedule(add_one_, {b});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
@@ -399,9 +450,9 @@ TEST_F(ExecutorTest, BackpressureBoundsExecutionsInFlight) {
   EXPECT_FALSE(returned.load());  // blocked: two in flight
   const std::vector<int32_t> x0 = RandomInts(64, 6);
   ASSERT_TRUE(source->Assign(UploadInts(x0)).ok());
-  producer.join();
+  WITH_DEADLINE(producer.join());
   EXPECT_TRUE(returned.load());
-  ASSERT_TRUE(executor.WaitForAll().ok());
+  ASSERT_OK_WITHIN(executor.WaitForAll());
   EXPECT_EQ(DownloadInts(c), PlusEach(x0, 3));
   EXPECT_EQ(executor.stats().scheduled, 3);
 }
@@ -410,14 +461,14 @@ TEST_F(ExecutorTest, DestructionCancelsExecutionsWaitingForUnfilledPlaceholders)
   DataPtr source = client_->CreateDataPlaceholder(add_one_->parameter_layout(0));
   const std::vector<int32_t> v = RandomInts(64, 7);
   DataPtr waiting, done;
-  {
-    Executor executor(client_.get());
-    waiting = ScheduleOne(executor, add_one_, {source});
-    waiting = ScheduleOne(executor, add_one_, {waiting});
-    done = ScheduleOne(executor, add_one_, {UploadInts(v)});
-  }
+  auto executor = std::make_unique<Executor>(client_.get());
+  waiting = ScheduleOne(*executor, add_one_, {source});
+  waiting = ScheduleOne(*executor, add_one_, {waiting});
+  done = ScheduleOne(*executor, add_one_, {UploadInts(v)});
+  WITH_DEADLINE(executor.reset());  // the destructor waits, then cancels
+  ASSERT_NE(waiting, nullptr);
   EXPECT_EQ(waiting->state(), Data::State::kFailed);
-  EXPECT_EQ(waiting->Await().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(WITH_DEADLINE(waiting->Await()).code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(DownloadInts(done), PlusEach(v, 1));
   // Filling the placeholder afterwards is harmless.
   EXPECT_TRUE(source->Assign(UploadInts(v)).ok());
@@ -425,15 +476,17 @@ TEST_F(ExecutorTest, DestructionCancelsExecutionsWaitingForUnfilledPlaceholders)
 
 TEST_F(ExecutorTest, DeviceLockWaitHasSamplesAfterARun) {
   Metric* lock_wait = GlobalMetrics().GetMetric(kDeviceLockWait, MetricRepr::kTime);
+  ASSERT_NE(lock_wait, nullptr);
   const int64_t before = lock_wait->TotalSamples();
   Executor executor(client_.get());
   DataPtr x = UploadInts(RandomInts(64, 8));
   for (int i = 0; i < 50; ++i) x = ScheduleOne(executor, add_one_, {x});
-  ASSERT_TRUE(executor.WaitForAll().ok());
+  ASSERT_OK_WITHIN(executor.WaitForAll());
   EXPECT_EQ(lock_wait->TotalSamples() - before, 50);
   std::string report = GlobalMetrics().TextReport();
   EXPECT_THAT(report, HasSubstr("Metric: DeviceLockWait\n  TotalSamples: "));
   const size_t at = report.find("Metric: DeviceLockWait");
+  ASSERT_NE(at, std::string::npos);
   const size_t end = report.find("Metric:", at + 1);
   std::printf("%s", report.substr(at, end == std::string::npos ? end : end - at).c_str());
 }
@@ -455,12 +508,12 @@ TEST(ExecutorTraceTest, TraceFileIsValidJsonWithTheExpectedSpans) {
   {
     Executor executor(client.get());
     for (int i = 0; i < kSteps; ++i) {
-      auto out = executor.Schedule(step, {x, acc});
-      ASSERT_TRUE(out.ok()) << out.status();
-      x = (*out)[0];
-      acc = (*out)[1];
+      std::vector<DataPtr> out = ScheduleAll(executor, step, {x, acc}, 2);
+      ASSERT_EQ(out.size(), 2u);
+      x = out[0];
+      acc = out[1];
     }
-    ASSERT_TRUE(executor.Synchronize().ok());
+    ASSERT_OK_WITHIN(executor.Synchronize());
   }
   EXPECT_EQ(Values<int32_t>(Download(*client, x)), PlusEach(x0, kSteps));
   recorder.Stop();
