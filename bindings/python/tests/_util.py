@@ -17,6 +17,10 @@ try:
 except ImportError:  # pragma: no cover - ml_dtypes comes with jax
     ml_dtypes = None
 
+# Seconds a test waits for an array at most (block_until_ready(timeout=WAIT_S)): a wait that
+# never ends raises TimeoutError instead of hanging the suite.
+WAIT_S = 300
+
 # dtypes the package maps to XLA element types, bf16 where ml_dtypes is importable.
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_, np.float16]
 if ml_dtypes is not None:

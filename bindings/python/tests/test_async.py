@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import shardrt
-from _util import TESTDATA, module, random_array
+from _util import TESTDATA, WAIT_S, module, random_array
 
 TILE = "{devices=[4,2]<=[8]}"
 ROWS = "{devices=[8,1]<=[8]}"
@@ -58,7 +58,7 @@ def test_chain_of_1000_steps(rt):
     assert "pending" in states
     for o in outputs[::97]:
         assert o.is_ready == (o.state != "pending")
-    assert x.block_until_ready() is x
+    assert x.block_until_ready(timeout=WAIT_S) is x
     assert x.state == "ready" and x.is_ready
     np.testing.assert_array_equal(x.to_numpy(), add_one_ref(a, 1000))
     rt.synchronize()
@@ -184,7 +184,7 @@ def test_an_error_in_a_chain_surfaces(testdata):
         (nxt,) = f.call_async(chain[-1])
         chain.append(nxt)
     with pytest.raises(ValueError, match="donated"):
-        chain[-1].block_until_ready()
+        chain[-1].block_until_ready(timeout=WAIT_S)
     for c in chain:
         with pytest.raises(ValueError, match="donated"):
             c.to_numpy()
@@ -208,7 +208,7 @@ def test_a_mismatching_argument_fails_its_outputs():
     wrong = rt.put(np.zeros((8, 6), np.float32), ROWS)  # another sharding
     (y,) = f.call_async(wrong)
     with pytest.raises(ValueError, match=r"expected f32\[8,6\]"):
-        y.block_until_ready()
+        y.block_until_ready(timeout=WAIT_S)
     assert y.state == "failed"
     with pytest.raises(ValueError, match=r"expected f32\[8,6\]"):
         rt.synchronize()
@@ -250,7 +250,7 @@ def test_a_plugin_failure_in_a_chain_surfaces():
     (failed,) = oom.call_async(x)
     (after,) = triple.call_async(failed)  # depends on the failed output: fails with it
     with pytest.raises(RuntimeError, match="Out of memory"):
-        after.block_until_ready()
+        after.block_until_ready(timeout=WAIT_S)
     with pytest.raises(RuntimeError, match="Out of memory"):
         failed.to_numpy()
     with pytest.raises(RuntimeError, match="Out of memory"):

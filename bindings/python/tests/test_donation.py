@@ -6,7 +6,7 @@ declares, False nothing, a collection the indices that may be donated)."""
 import numpy as np
 import pytest
 
-from _util import module, random_array, run_python
+from _util import WAIT_S, module, random_array, run_python
 
 ROWS = "{devices=[8,1]<=[8]}"
 T = "tensor<16x4xf32>"
@@ -52,7 +52,7 @@ def test_donated_argument_is_unusable(rt, add_one, a):
     with pytest.raises(ValueError, match="donated"):
         x.shards[0].to_numpy()
     with pytest.raises(ValueError, match="donated"):
-        x.block_until_ready()
+        x.block_until_ready(timeout=WAIT_S)
     with pytest.raises(ValueError, match="donated"):
         rt.reshard(x, "{replicated}")
     with pytest.raises(ValueError, match="donated"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import shardrt
-from _util import random_array
+from _util import WAIT_S, random_array
 
 ROWS = "{devices=[8,1]<=[8]}"
 
@@ -63,7 +63,7 @@ def test_trace_writes_chrome_json(rt, add_one, tmp_path):
         (y,) = add_one(x)
         y.to_numpy()
         (z,) = add_one.call_async(y)
-        z.block_until_ready()
+        z.block_until_ready(timeout=WAIT_S)
     data = json.loads(path.read_text())
     events = data["traceEvents"] if isinstance(data, dict) else data
     names = {e.get("name") for e in events}
@@ -91,7 +91,8 @@ def test_trace_accepts_str_paths_and_threads(rt, tmp_path):
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
+            t.join(timeout=300)
+        assert not any(t.is_alive() for t in threads), "a thread did not finish"
     events = json.load(open(path))["traceEvents"]
     assert sum(e.get("name") == "TransferToDevice" for e in events) >= 15
 

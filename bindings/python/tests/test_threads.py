@@ -183,14 +183,17 @@ def main_thread_progress_during(call):
 
     t = threading.Thread(target=worker)
     t.start()
-    while t.is_alive():
+    deadline = time.monotonic() + 300  # 30 calls take seconds; a hung call fails the test
+    while t.is_alive() and time.monotonic() < deadline:
         call_now, returned = state["call"], state["returned"]
         if call_now != returned:  # inside call `call_now`
             during[call_now] = during.get(call_now, 0) + 1
             if during[call_now] >= 100:
                 state["stop"] = True
         time.sleep(0)
-    t.join()
+    state["stop"] = True
+    t.join(timeout=60)
+    assert not t.is_alive(), "the worker thread did not finish"
     if errors:
         raise errors[0]
     return during

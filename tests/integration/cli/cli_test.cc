@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cli/cli_runner.h"
 #include "cli/deadline_runner.h"
@@ -44,38 +46,56 @@ TEST(CliTest, DevicesJsonListsEightDevices) {
   EXPECT_NE(r.out.find("\"process_index\": 0"), std::string::npos);
 }
 
+// The column sums of `x` (f32[rows, cols], row-major), computed on the host.
+std::vector<float> HostColumnSums(const float* x, int rows, int cols) {
+  std::vector<float> sums(cols, 0.0f);
+  for (int row = 0; row < rows; ++row) {
+    for (int c = 0; c < cols; ++c) sums[c] += x[row * cols + c];
+  }
+  return sums;
+}
+
+// Expects the .npy file at `path` to hold f32[`shape`] with `expected`'s values (from the host),
+// each within `tolerance`.
+void ExpectNpyNear(const std::string& path, const std::vector<int64_t>& shape,
+                   const std::vector<float>& expected, float tolerance) {
+  SCOPED_TRACE(path);
+  auto array = ReadNpy(path);
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_EQ(array->type, ElementType::kF32);
+  ASSERT_EQ(array->shape, shape);
+  ASSERT_EQ(array->data.size(), expected.size() * sizeof(float));
+  const float* values = reinterpret_cast<const float*>(array->data.data());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(values[i], expected[i], tolerance) << "element " << i;
+  }
+}
+
+// uneven_two_outputs.mlir on 4 devices, with the program's argument sharding and with another
+// one (resharded on device): both runs write y = 2x + 1 and the column sums of x, computed here
+// from x.
 TEST(CliTest, RunWritesGlobalOutputsThatMatchTheHost) {
   const std::string dir = TempDir();
   NpyArray x{ElementType::kF32, {10, 3}, std::vector<uint8_t>(120)};
   float* xv = reinterpret_cast<float*>(x.data.data());
   for (int i = 0; i < 30; ++i) xv[i] = 0.25f * i - 3.0f;
   ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
+  std::vector<float> host_y(30);
+  for (int i = 0; i < 30; ++i) host_y[i] = 2 * xv[i] + 1;  // exact in f32
+  const std::vector<float> host_s = HostColumnSums(xv, 10, 3);
   Result r = RunCli("run " SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir --devices 4 --arg " +
                     dir + "/x.npy --out " + dir + "/out --repeat 3 --metrics");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("Metric: ExecuteReplicatedTime"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  TotalSamples: 3"), std::string::npos) << r.out;
-  auto y = ReadNpy(dir + "/out/output_0.npy");
-  auto s = ReadNpy(dir + "/out/output_1.npy");
-  ASSERT_TRUE(y.ok()) << y.status();
-  ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(y->shape, (std::vector<int64_t>{10, 3}));
-  EXPECT_EQ(s->shape, (std::vector<int64_t>{3}));
-  const float* yv = reinterpret_cast<const float*>(y->data.data());
-  const float* sv = reinterpret_cast<const float*>(s->data.data());
-  for (int i = 0; i < 30; ++i) EXPECT_FLOAT_EQ(yv[i], 2 * xv[i] + 1);
-  for (int c = 0; c < 3; ++c) {
-    float e = 0;
-    for (int row = 0; row < 10; ++row) e += xv[row * 3 + c];
-    EXPECT_NEAR(sv[c], e, 1e-4);
-  }
+  ExpectNpyNear(dir + "/out/output_0.npy", {10, 3}, host_y, 0);
+  ExpectNpyNear(dir + "/out/output_1.npy", {3}, host_s, 1e-4);
   // An explicit argument sharding differing from the program's is resharded on device.
   Result resharded = RunCli("run " SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir --devices 4 "
                             "--arg '" + dir + "/x.npy@{devices=[2,2]<=[4]}' --out " + dir + "/out2");
   ASSERT_EQ(resharded.exit_code, 0) << resharded.out;
-  auto y2 = ReadNpy(dir + "/out2/output_0.npy");
-  ASSERT_TRUE(y2.ok());
-  EXPECT_EQ(y2->data, y->data);
+  ExpectNpyNear(dir + "/out2/output_0.npy", {10, 3}, host_y, 0);
+  ExpectNpyNear(dir + "/out2/output_1.npy", {3}, host_s, 1e-4);
 }
 
 TEST(CliTest, BadInputIsOneLineOnStderrAndNonZeroExit) {
@@ -118,14 +138,11 @@ TEST(CliTest, RunCompilesShardyAnnotatedProgramsWithShardy) {
   // The shardings XLA settled on, read back from the executable.
   EXPECT_NE(r.out.find("output 0: f32[16,4] {devices=[8,1]<=[8]}"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("output 1: f32[4] {replicated}"), std::string::npos) << r.out;
-  auto s = ReadNpy(dir + "/output_1.npy");
-  ASSERT_TRUE(s.ok());
-  const float* sv = reinterpret_cast<const float*>(s->data.data());
-  for (int c = 0; c < 4; ++c) {
-    float e = 0;
-    for (int row = 0; row < 16; ++row) e += xv[row * 4 + c];
-    EXPECT_NEAR(sv[c], e, 1e-4);
-  }
+  // y = 2x and the column sums of x, computed here from x.
+  std::vector<float> host_y(64);
+  for (int i = 0; i < 64; ++i) host_y[i] = 2 * xv[i];
+  ExpectNpyNear(dir + "/output_0.npy", {16, 4}, host_y, 0);
+  ExpectNpyNear(dir + "/output_1.npy", {4}, HostColumnSums(xv, 16, 4), 1e-4);
 }
 
 // A symbolic link already in the --out folder, `DIR/output_0.npy -> ../precious.txt`: the run

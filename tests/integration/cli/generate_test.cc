@@ -1,6 +1,7 @@
-// `shardrt generate` on the real model through the CLI binary: the text streams to stdout and the
-// rates end stderr; --json holds the same text; bad flags and files are one line on stderr and
-// exit 1, refused before anything is compiled (docs/errors.md).
+// `shardrt generate` on the real model through the CLI binary: the greedy tokens on 1 and 8
+// devices are the NumPy reference's (tests/testdata/golden_smollm2_greedy.h); the text streams
+// to stdout and the rates end stderr; --json holds the same text; bad flags and files are one
+// line on stderr and exit 1, refused before anything is compiled (docs/errors.md).
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../../testdata/golden_smollm2_greedy.h"
 #include "cli/cli_runner.h"
 #include "cli/npy.h"
 #include "gtest/gtest.h"
@@ -27,7 +29,7 @@ using testing::RunCliShell;
 using testing::ShellResult;
 
 // Every child process of these tests ends within this (a first run compiles the programs).
-constexpr std::chrono::seconds kDeadline(600);
+constexpr std::chrono::seconds kDeadline = testing::kCliDeadline;
 
 const std::string kModel = SHARDRT_MODEL_PATH;
 
@@ -43,6 +45,19 @@ std::string LastLine(const std::string& text) {
   std::string t = text;
   if (!t.empty() && t.back() == '\n') t.pop_back();
   return t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
+}
+
+// The token ids of a --json object's list `key` ("tokens" or "prompt_tokens").
+std::vector<int32_t> TokensOf(const std::string& json, const std::string& key = "tokens") {
+  std::vector<int32_t> tokens;
+  const std::string opening = "\"" + key + "\": [";
+  const size_t at = json.find(opening);
+  if (at == std::string::npos) return tokens;
+  const size_t begin = at + opening.size();
+  std::stringstream list(json.substr(begin, json.find(']', begin) - begin));
+  std::string id;
+  while (std::getline(list, id, ',')) tokens.push_back(std::stoi(id));
+  return tokens;
 }
 
 TEST_F(GenerateTest, StreamsTextAndEndsStderrWithTheRates) {
@@ -64,6 +79,8 @@ TEST_F(GenerateTest, StreamsTextAndEndsStderrWithTheRates) {
   EXPECT_NE(json.out.find("\"prompt_tokens\": [6403,1980,253,655], \"tokens\": ["),
             std::string::npos)
       << json.out;
+  // The independent reference's greedy tokens (tests/testdata/golden_smollm2_greedy.h).
+  EXPECT_EQ(TokensOf(json.out), golden::kOnceUponATime.tokens) << json.out;
   // The JSON string of a text with no quotes, backslashes or control characters but newlines.
   std::string escaped;
   for (char c : text) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
@@ -81,6 +98,28 @@ TEST_F(GenerateTest, StreamsTextAndEndsStderrWithTheRates) {
     EXPECT_EQ(answer(read.out), answer(json.out)) << source;
   }
   std::filesystem::remove(path);
+}
+
+// `generate --json` of a golden case on `devices` devices: the prompt's ids and the greedy tokens
+// are those of the independent references (tests/testdata/golden_smollm2_greedy.h).
+void ExpectGoldenGeneration(const golden::GreedyCase& c, int devices) {
+  SCOPED_TRACE(std::string(c.prompt) + ", " + std::to_string(devices) + " devices");
+  CliResult r = RunCliCaptured("generate --model " + kModel + (c.chat ? " --chat" : "") +
+                               " --prompt '" + c.prompt + "' --json --devices " +
+                               std::to_string(devices) + " --max-tokens " +
+                               std::to_string(c.tokens.size()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(TokensOf(r.out, "prompt_tokens"), c.prompt_ids) << r.out;
+  EXPECT_EQ(TokensOf(r.out), c.tokens) << r.out;
+}
+
+// Greedy tokens on 1 and on 8 devices are the NumPy reference's: the chat answer "The capital
+// of France is Paris." up to its <|im_end|>, and a plain prompt's continuation (on 8 devices
+// in StreamsTextAndEndsStderrWithTheRates).
+TEST_F(GenerateTest, GreedyTokensAreTheReferences) {
+  ExpectGoldenGeneration(golden::kCapitalOfFrance, 8);
+  ExpectGoldenGeneration(golden::kCapitalOfFrance, 1);
+  ExpectGoldenGeneration(golden::kOnceUponATime, 1);
 }
 
 // The value of counter `name` in a --metrics report (0 when it is not there).
@@ -174,17 +213,6 @@ std::string FileText(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// The token ids of a --json object's "tokens" list.
-std::vector<int32_t> TokensOf(const std::string& json) {
-  std::vector<int32_t> tokens;
-  const size_t at = json.find("\"tokens\": [");
-  if (at == std::string::npos) return tokens;
-  std::stringstream list(json.substr(at + 11, json.find(']', at) - at - 11));
-  std::string id;
-  while (std::getline(list, id, ',')) tokens.push_back(std::stoi(id));
-  return tokens;
 }
 
 // Output that cannot be written fails the command: streamed text at its first token, --json

@@ -469,7 +469,20 @@ TEST(DecoderWeightsTest, DeterministicAndShardable) {
     EXPECT_EQ(a->arrays[i].values, b->arrays[i].values) << a->arrays[i].spec.name;
     EXPECT_NE(a->arrays[i].values, other->arrays[i].values) << a->arrays[i].spec.name;
   }
-  EXPECT_EQ(GeneratePrompt(Config(1), 7), GeneratePrompt(Config(1), 7));
+  // The prompt is models/decoder/README.md's draw: splitmix64 seeded with splitmix64(seed) ^
+  // FNV-1a("prompt"), each token the next value mod vocab. The ids were computed apart from
+  // this code, in Python from that description (vocab 256, 8 tokens).
+  EXPECT_EQ(GeneratePrompt(Config(1), 7),
+            (std::vector<int32_t>{89, 186, 176, 2, 217, 73, 59, 228}));
+  EXPECT_EQ(GeneratePrompt(Config(8), 8),
+            (std::vector<int32_t>{196, 10, 184, 79, 19, 250, 21, 135}));
+  DecoderConfig small = Config(1);
+  small.vocab = 8;
+  small.prompt_len = 64;
+  const std::vector<int32_t> drawn = GeneratePrompt(small, 7);
+  ASSERT_EQ(drawn.size(), 64u);
+  EXPECT_TRUE(std::all_of(drawn.begin(), drawn.end(), [](int32_t t) { return t >= 0 && t < 8; }));
+  EXPECT_NE(drawn, GeneratePrompt(small, 8));
 
   // A [2, 4] array split along dim 1 over 2 devices: columns [0, 2) and [2, 4).
   ArraySpec spec{"m", ElementType::kF32, {2, 4}, 1};

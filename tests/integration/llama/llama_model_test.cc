@@ -1,8 +1,10 @@
 // LlamaModel on the real model (SmolLM2-135M-Instruct) and the real plugin with 8 devices: the
-// weights land in the programs' layouts, a prompt in several chunks gives what one chunk gives,
-// a sequence decoded in a batch (beside others and idle rows) gives its solo bits, sampling is
-// seeded and bounded by top-p, and bad requests are refused before anything runs. (Token and logit agreement with an independent
-// NumPy implementation, 8 devices against 1: tests/model/test_generate.py.)
+// greedy tokens of fixed prompts on 8 devices and on 1 are the NumPy reference's (golden ids,
+// tests/testdata/golden_smollm2_greedy.h), the weights land in the programs' layouts, a prompt
+// in several chunks gives what one chunk gives, a sequence decoded in a batch (beside others
+// and idle rows) gives its solo bits, sampling is seeded and bounded by top-p, and bad requests
+// are refused before anything runs. (Tokens and logits of longer generations against the NumPy
+// reference, 8 devices against 1: tests/model/test_generate.py.)
 #include "llama/llama_model.h"
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "../../testdata/golden_smollm2_greedy.h"
 #include "gtest/gtest.h"
 #include "llama/llama_weights.h"
 #include "llama/quant_ffi.h"
@@ -50,6 +53,33 @@ class LlamaModelTest : public ::testing::Test {
 
 // "Once upon a time" in SmolLM2's vocabulary.
 const std::vector<int32_t> kPrompt = {6403, 1980, 253, 655};
+
+// Expects greedy generation on `model` to give each golden case's tokens: a plain prompt's 12
+// and the chat answer "The capital of France is Paris." up to its <|im_end|>.
+void ExpectGoldenTokens(LlamaModel& model) {
+  for (const golden::GreedyCase* c : {&golden::kOnceUponATime, &golden::kCapitalOfFrance}) {
+    SCOPED_TRACE(c->prompt);
+    const GenerateOptions options{.max_tokens = int64_t(c->tokens.size()),
+                                  .stop_tokens = {0, 2}};  // <|endoftext|>, <|im_end|>
+    auto result = model.Generate(c->prompt_ids, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->tokens, c->tokens);
+  }
+}
+
+// The greedy tokens are the independent NumPy reference's, on 8 devices and on 1.
+TEST_F(LlamaModelTest, GreedyTokensAreTheReferences) {
+  ASSERT_EQ(kPrompt, golden::kOnceUponATime.prompt_ids);
+  {
+    SCOPED_TRACE("8 devices");
+    ExpectGoldenTokens(*model_);
+  }
+  auto one = LlamaModel::Load(*file_, runtime_->client(), runtime_->executor(),
+                              {.partitions = 1, .cache_len = 64, .granule = 64, .block = 64});
+  ASSERT_TRUE(one.ok()) << one.status();
+  SCOPED_TRACE("1 device");
+  ExpectGoldenTokens(**one);
+}
 
 TEST_F(LlamaModelTest, WeightsAreInTheProgramsLayouts) {
   ASSERT_TRUE(model_->Prepare(int64_t(kPrompt.size()), 12).ok());

@@ -388,8 +388,10 @@ TEST(MlirBytecodeTest, ReadsTheAssemblyFormEntriesAndSkipsCustomOnes) {
   std::string extra = aligned;
   while ((W::Header().size() + extra.size()) % 16 != 0) extra += '\xcb';
   extra += "abc";
-  auto entries = MlirBytecodeAsmEntries(
-      W::File({{"[1, 2]"}, {"\x01\x02", true}, {long_text}}, {{"!t<i32>"}}, extra));
+  // The entries are views into the file: it outlives them.
+  const std::string file =
+      W::File({{"[1, 2]"}, {"\x01\x02", true}, {long_text}}, {{"!t<i32>"}}, extra);
+  auto entries = MlirBytecodeAsmEntries(file);
   ASSERT_TRUE(entries.ok()) << entries.status();
   ASSERT_EQ(entries->size(), 3u);
   EXPECT_EQ((*entries)[0].text, "[1, 2]");
