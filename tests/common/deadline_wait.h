@@ -18,7 +18,7 @@
 namespace shardrt::testing {
 
 // How long a test waits for any one thing before it gives up.
-inline constexpr std::chrono::seconds kWaitDeadline{60};
+inline constexpr std::chrono::seconds kWaitDeadline{30};
 
 // Runs `wait` on a thread of its own and returns what it returns. When it has not returned
 // within `deadline`, records a test failure at `file`:`line` naming `what`, and ends the

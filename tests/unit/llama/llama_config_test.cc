@@ -73,8 +73,12 @@ TEST(ModelSplitTest, WeightSpecsUseTheShares) {
     if (spec.name == "token_embd" || spec.name == "output") {
       EXPECT_EQ(spec.dims, (std::vector<int64_t>{49152, 576})) << spec.name;
     }
-    if (spec.name == "bqkv") EXPECT_EQ(spec.dims, (std::vector<int64_t>{30, 960}));
-    if (spec.name == "wdown") EXPECT_EQ(spec.dims, (std::vector<int64_t>{30, 576, 1536}));
+    if (spec.name == "bqkv") {
+      EXPECT_EQ(spec.dims, (std::vector<int64_t>{30, 960}));
+    }
+    if (spec.name == "wdown") {
+      EXPECT_EQ(spec.dims, (std::vector<int64_t>{30, 576, 1536}));
+    }
   }
   EXPECT_THAT(names, testing::ElementsAre("token_embd", "attn_norm", "wqkv", "bqkv", "wo",
                                           "ffn_norm", "wgu", "wdown", "output_norm", "output"));
