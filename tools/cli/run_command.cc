@@ -308,7 +308,10 @@ struct TimedRuns {
   for (size_t i = 0; i < results.size(); ++i) {
     std::string where;
     if (run.out_dir.has_value()) {
-      where = absl::StrCat(*run.out_dir, "/output_", i, ".npy");
+      // `out/` and `out` name the same folder: one slash between it and the file.
+      absl::string_view dir = *run.out_dir;
+      while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
+      where = absl::StrCat(dir, dir == "/" ? "" : "/", "output_", i, ".npy");
       NpyArray npy{results[i].type, results[i].dims,
                    std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(results[i].data.data()),
                                         reinterpret_cast<const uint8_t*>(results[i].data.data()) +

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -121,9 +122,20 @@ def _as_sharding(sharding: Sharding | str | None) -> Sharding:
     raise TypeError(f"expected a shardrt.Sharding, sharding text or None, got {type(sharding).__name__}")
 
 
+# What a NumPy dtype kind that no device element type matches holds, for messages.
+_DTYPE_KINDS = {"O": "Python objects", "U": "unicode strings", "S": "byte strings",
+                "V": "structured or raw bytes", "M": "dates and times", "m": "time differences"}
+
+
 def _host_array(array: Any) -> np.ndarray:
-    """`array` as a C-contiguous NumPy array: no copy when it already is one."""
+    """`array` as a C-contiguous NumPy array: no copy when it already is one. TypeError for
+    arrays that hold no numbers (object, string, structured, date and time dtypes)."""
     a = np.asarray(array)
+    # Kind "V" is also that of ml_dtypes' bfloat16 and float8 types, which are numbers.
+    if a.dtype.kind in "OUSMm" or (a.dtype.kind == "V" and (
+            a.dtype.fields is not None or a.dtype.name.startswith("void"))):
+        raise TypeError(f"expected an array of numbers or booleans, got dtype {a.dtype} "
+                        f"({_DTYPE_KINDS[a.dtype.kind]}), which has no device element type")
     if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))  # e.g. big-endian '>f4': the same values
     if not a.flags.c_contiguous:
@@ -182,8 +194,13 @@ class Runtime:
             raise ValueError(f"Runtime: max_in_flight must be >= 0, got {max_in_flight}")
         path = os.fspath(plugin) if plugin is not None else default_plugin()
         cache = os.fspath(compile_cache) if compile_cache is not None else None
-        self._rt = _shardrt._create_runtime(int(devices), path, int(host_threads), cache,
-                                           int(max_in_flight))
+        try:
+            self._rt = _shardrt._create_runtime(int(devices), path, int(host_threads), cache,
+                                               int(max_in_flight))
+        except ValueError as e:
+            # The library names its C++ option fields; here they are this call's keywords.
+            raise ValueError(re.sub(r"RuntimeOptions::(devices|host_threads)\b",
+                                    r"Runtime: \1", str(e))) from None
 
     # --- what it runs on -----------------------------------------------------------------
     @property

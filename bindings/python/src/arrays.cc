@@ -227,7 +227,12 @@ void RegisterArrays(nb::module_& m) {
            },
            "Drops this array's data now (its buffers are freed unless other arrays or "
            "executions still use them); using the array afterwards is a ValueError.")
-      .def_prop_ro("is_deleted", &PyArray::deleted)
+      // As jax.Array.is_deleted: True once deleted and once donated (its buffers belong to an
+      // execution's output), False for pending, ready and failed arrays.
+      .def_prop_ro("is_deleted",
+                   [](const PyArray& a) {
+                     return a.deleted() || a.data()->state() == Data::State::kDonated;
+                   })
       .def("__repr__", &PyArray::Repr);
 }
 

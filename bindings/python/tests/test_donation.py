@@ -40,8 +40,10 @@ def a():
 def test_donated_argument_is_unusable(rt, add_one, a):
     assert add_one.donated_parameters == [0]
     x = rt.put(a, ROWS)
+    assert not x.is_deleted
     (y,) = add_one(x)
     assert x.state == "donated"
+    assert x.is_deleted and not y.is_deleted  # as jax.Array.is_deleted() after donation
     np.testing.assert_array_equal(y.to_numpy(), a + 1)
     with pytest.raises(ValueError, match="donated"):
         add_one(x)

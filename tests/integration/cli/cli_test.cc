@@ -133,8 +133,11 @@ TEST(CliTest, RunCompilesShardyAnnotatedProgramsWithShardy) {
   for (int i = 0; i < 64; ++i) xv[i] = static_cast<float>(i % 7) - 2.5f;
   ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
   Result r = RunCli("run " SHARDRT_TESTDATA_DIR "/shardy_row_sum.mlir --devices 8 --arg " + dir +
-                    "/x.npy --out " + dir);
+                    "/x.npy --out " + dir + "/");
   ASSERT_EQ(r.exit_code, 0) << r.out;
+  // A folder given with a trailing slash is printed with one slash before the file.
+  EXPECT_NE(r.out.find(" -> " + dir + "/output_1.npy\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("//"), std::string::npos) << r.out;
   // The shardings XLA settled on, read back from the executable.
   EXPECT_NE(r.out.find("output 0: f32[16,4] {devices=[8,1]<=[8]}"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("output 1: f32[4] {replicated}"), std::string::npos) << r.out;
