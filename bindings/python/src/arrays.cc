@@ -1,6 +1,7 @@
 // shardrt.Array: a sharded array on device, its waits, downloads and NumPy interop.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -203,6 +204,30 @@ void RegisterArrays(nb::module_& m) {
       .def_prop_ro("state", &PyArray::state, "'pending', 'ready', 'failed' or 'donated'.")
       .def_prop_ro("is_ready", &PyArray::is_ready)
       .def_prop_ro("shards", &PyArray::shards)
+      .def(
+          "__dlpack__",
+          [](const PyArray& a, nb::kwargs) {
+            // One buffer holds the whole array only where no dimension is split: one device,
+            // or replicated (then the first device's copy).
+            const DataLayout& layout = a.layout();
+            if (layout.shard_dims != layout.global.dims) {
+              PyErr_SetString(
+                  PyExc_BufferError,
+                  absl::StrCat("__dlpack__: the array is split over ", layout.devices.size(),
+                               " devices (", layout.sharding.ToString(),
+                               "), so no one buffer holds it: use .shards[i].__dlpack__(), "
+                               "to_numpy(), or replicate it first")
+                      .c_str());
+              throw nb::python_error();
+            }
+            return nb::cast(ShardView(PyShard{a.runtime(), a.data(), 0}));
+          },
+          "kwargs"_a,
+          "The whole array's device memory, zero-copy, where one buffer holds it: an array on "
+          "one device, or replicated (the first device's copy). BufferError for a split array. "
+          "As Shard.__dlpack__, the view keeps the array alive.")
+      .def("__dlpack_device__", [](const PyArray&) { return std::make_pair(1, 0); },
+           "(kDLCPU, 0): the CPU plugin's buffers are host memory.")
       .def("block_until_ready",
            [](nb::handle self, std::optional<double> timeout) {
              nb::cast<const PyArray&>(self).BlockUntilReady(timeout);

@@ -113,6 +113,11 @@ nb::object WrapArray(const RuntimePtr& runtime, DataPtr data);
 // The Array `h` is, else TypeError naming it as `what`'s `noun` i (e.g. "main: argument 3").
 PyArray& ArrayOf(nb::handle h, const char* what, const char* noun, size_t i);
 
+// Shard `s`'s device memory as an ndarray view (CPU plugin: host memory), zero-copy, after
+// waiting for the data; the view keeps the data alive and holds an external reference to the
+// buffer (a donating call copies instead). Raises the data's error. Needs the GIL.
+nb::ndarray<> ShardView(const PyShard& s);
+
 // Waits until `buffer`'s value is computed (or failed). Needs no GIL.
 absl::Status AwaitBuffer(const pjrt::Buffer& buffer);
 

@@ -47,8 +47,9 @@ nb::object ShardToNumpy(const PyShard& s) {
   return NumpyOwning(std::move(bytes), layout.global.type, layout.shard_dims);
 }
 
-// The shard's device memory as an ndarray view (CPU plugin: host memory), owning a reference
-// to the data so the buffer outlives the view.
+}  // namespace
+
+// ShardView: see objects.h.
 nb::ndarray<> ShardView(const PyShard& s) {
   Check(WithoutGil([&]() -> absl::Status {
     absl::Status status = s.data->Await();
@@ -75,8 +76,6 @@ nb::ndarray<> ShardView(const PyShard& s) {
   return nb::ndarray<>(pointer, shape.size(), shape.data(), owner, nullptr,
                        DlpackType(layout.global.type), nb::device::cpu::value, 0);
 }
-
-}  // namespace
 
 void RegisterShards(nb::module_& m) {
   nb::class_<PyShard>(m, "Shard", "One device's part of an array (a padded shard where the "

@@ -187,3 +187,17 @@ def test_put_shards_bfloat16(rt):
     np.testing.assert_array_equal(x.to_numpy(), a)
     assert x.shards[1].to_numpy().dtype == a.dtype
     np.testing.assert_array_equal(x.shards[1].to_numpy(), a[2:4])
+
+
+def test_array_dlpack_where_one_buffer_holds_it(rt):
+    # Replicated, or on one device: the whole array, zero-copy (the first device's copy).
+    a = np.arange(64, dtype=np.float32).reshape(16, 4)
+    for x in (rt.put(a, "{replicated}"), rt.put(a, devices=[3])):
+        view = np.from_dlpack(x)
+        np.testing.assert_array_equal(view, a)
+        assert x.__dlpack_device__() == (1, 0)
+        assert np.shares_memory(view, np.from_dlpack(x.shards[0]))
+    # Split: no one buffer holds it; the error says what to use instead.
+    split = rt.put(a, "{devices=[8,1]<=[8]}")
+    with pytest.raises(BufferError, match=r"split over 8 devices .*use \.shards\[i\]"):
+        np.from_dlpack(split)
