@@ -231,12 +231,16 @@ class Runtime:
 
     # --- data ----------------------------------------------------------------------------
     def put(self, array: Any, sharding: Sharding | str | None = None, *,
-            devices: Sequence[int] | None = None) -> Array:
+            devices: Sequence[int] | None = None, dtype: Any = None) -> Array:
         """Uploads a host array (NumPy, or anything np.asarray takes) split by `sharding`
         (default replicated) over `devices` (ids; default the first devices the sharding
         needs). Only each device's shard travels; a C-contiguous NumPy array goes up from its
-        own memory, without a host copy."""
+        own memory, without a host copy. `dtype` (anything np.dtype takes) casts the values to
+        it first, on request only (NumPy's rules, as ndarray.astype); without it the array's
+        own dtype goes up unchanged (e.g. float64 stays float64)."""
         a = _host_array(array)
+        if dtype is not None and a.dtype != np.dtype(dtype):
+            a = _host_array(a.astype(np.dtype(dtype)))
         return _shardrt._put(self._rt, _raw(a), _as_sharding(sharding),
                              None if devices is None else list(devices), _type_name(a.dtype))
 

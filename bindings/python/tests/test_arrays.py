@@ -353,3 +353,15 @@ def test_mesh_errors():
         mesh.sharding("x", "x")
     with pytest.raises(ValueError):
         shardrt.Mesh({"x": 4}, device_ids=[0, 1]).sharding("x")
+
+
+def test_put_casts_only_when_asked(rt):
+    a = np.arange(16, dtype=np.float64) / np.sqrt(32)  # float64 under NumPy 2
+    assert rt.put(a).dtype == np.float64  # never cast silently
+    x = rt.put(a, "{devices=[8]<=[8]}", dtype=np.float32)
+    assert x.dtype == np.float32 and x.sharding == shardrt.Sharding("{devices=[8]<=[8]}")
+    np.testing.assert_array_equal(x.to_numpy(), a.astype(np.float32))
+    assert rt.put(np.arange(4), dtype="bfloat16").type_name == "bf16"
+    assert rt.put(a, dtype=np.float64).dtype == np.float64  # the same dtype: no copy needed
+    with pytest.raises(TypeError):
+        rt.put(a, dtype="not a dtype")
