@@ -300,18 +300,37 @@ std::string ReadText(const std::string& path) {
 }
 
 
+// A cold `run --metrics` of kProgram with DIR/cache as its compile cache, which leaves one entry.
+struct CachedRun {
+  std::string dir, cache;
+  IntOpsCase c;
+  std::string run;    // the command line (without --out)
+  std::string entry;  // the path of the one entry file
+  int64_t cold_peak_rss_kib = 0;
+};
+
+// Makes DIR and its arguments and runs cold; fails (fatally) unless the run stored one entry.
+void ColdRunWithOneEntry(CachedRun* r) {
+  r->dir = testing::MakeTempDir();
+  r->cache = r->dir + "/cache";
+  r->c = WriteIntOpsArgs(r->dir);
+  r->run = "run " + kProgram + " --devices 8 " + r->c.args + " --compile-cache " + r->cache +
+           " --metrics";
+  TimedResult cold = RunCliWithDeadline(r->run, kRunDeadline);
+  ASSERT_EQ(cold.exit_code, 0) << cold.err;
+  r->cold_peak_rss_kib = cold.peak_rss_kib;
+  r->entry = OnlyEntryFile(r->cache);
+  ASSERT_FALSE(r->entry.empty());
+}
+
 // A FIFO under an entry's name: `run`, `cache info` and `cache clear` open nothing that blocks
 // (before, each hung forever in open), and clear leaves the FIFO, which is not the cache's.
 TEST(CliCacheTest, AFifoUnderAnEntryNameDoesNotHang) {
-  const std::string dir = testing::MakeTempDir();
-  const std::string cache = dir + "/cache";
-  const IntOpsCase c = WriteIntOpsArgs(dir);
-  const std::string run =
-      "run " + kProgram + " --devices 8 " + c.args + " --compile-cache " + cache + " --metrics";
-  TimedResult cold = RunCliWithDeadline(run, kRunDeadline);
-  ASSERT_EQ(cold.exit_code, 0) << cold.err;
-  const std::string entry = OnlyEntryFile(cache);
-  ASSERT_FALSE(entry.empty());
+  CachedRun cached;
+  ASSERT_NO_FATAL_FAILURE(ColdRunWithOneEntry(&cached));
+  const std::string &dir = cached.dir, &cache = cached.cache, &run = cached.run,
+                    &entry = cached.entry;
+  const IntOpsCase& c = cached.c;
   ASSERT_EQ(::unlink(entry.c_str()), 0);
   ASSERT_EQ(::mkfifo(entry.c_str(), 0600), 0) << std::strerror(errno);
 
@@ -344,15 +363,9 @@ TEST(CliCacheTest, AFifoUnderAnEntryNameDoesNotHang) {
 // A sparse file of 4,294,967,000 bytes under an entry's name is refused from its header: neither
 // `run` nor `cache info` reads it (before, 4.8 GB and 4.2 GB of resident memory).
 TEST(CliCacheTest, AHugeSparseFileUnderAnEntryNameIsNotRead) {
-  const std::string dir = testing::MakeTempDir();
-  const std::string cache = dir + "/cache";
-  const IntOpsCase c = WriteIntOpsArgs(dir);
-  const std::string run =
-      "run " + kProgram + " --devices 8 " + c.args + " --compile-cache " + cache + " --metrics";
-  TimedResult cold = RunCliWithDeadline(run, kRunDeadline);
-  ASSERT_EQ(cold.exit_code, 0) << cold.err;
-  const std::string entry = OnlyEntryFile(cache);
-  ASSERT_FALSE(entry.empty());
+  CachedRun cached;
+  ASSERT_NO_FATAL_FAILURE(ColdRunWithOneEntry(&cached));
+  const std::string &cache = cached.cache, &run = cached.run, &entry = cached.entry;
   auto make_sparse = [&] {
     const int fd = ::open(entry.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0) << std::strerror(errno);
@@ -373,7 +386,7 @@ TEST(CliCacheTest, AHugeSparseFileUnderAnEntryNameIsNotRead) {
   ASSERT_FALSE(again.timed_out);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(CounterIn(again.out, "PersistentCacheCorrupt"), 1) << again.out;
-  EXPECT_LT(again.peak_rss_kib, cold.peak_rss_kib + kLimitKib) << "run read the file";
+  EXPECT_LT(again.peak_rss_kib, cached.cold_peak_rss_kib + kLimitKib) << "run read the file";
 }
 
 // Folders under entry names: listed as invalid with no size ("-1 bytes" before, and the total

@@ -212,61 +212,67 @@ std::string LastLineOf(const std::string& text) {
   return t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
 }
 
-// Output that cannot be written (a full device, a closed stdout) fails the command with one
-// line naming the write, instead of exiting 0 having written nothing.
-TEST(CliTest, OutputThatCannotBeWrittenFailsWithOneLine) {
-  const std::string dir = TempDir();
+// `run` of uneven_two_outputs.mlir on 4 devices with an f32[10,3] argument written in `dir`.
+std::string UnevenRunIn(const std::string& dir) {
   NpyArray x{ElementType::kF32, {10, 3}, std::vector<uint8_t>(120)};
-  ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
-  const std::string run =
-      "run " SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir --devices 4 --arg " + dir + "/x.npy";
-  struct Case {
-    std::string args;
-    std::string error;
-  } cases[] = {
-      {run + " > /dev/full", "shardrt run: writing the output: No space left on device"},
-      {run + " >&-", "shardrt run: writing the output: standard output is closed"},
-      {"devices --devices 8 --json > /dev/full",
-       "shardrt devices: writing the output: No space left on device"},
-      {"devices --devices 8 >&-", "shardrt devices: writing the output: standard output is closed"},
-      {"run --help > /dev/full", "shardrt run: writing the output: No space left on device"},
-  };
-  for (const Case& c : cases) {
+  EXPECT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
+  return "run " SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir --devices 4 --arg " + dir +
+         "/x.npy";
+}
+
+// A command line (through the shell) and the one line it must print on stderr, exiting 1.
+struct OneLineError {
+  std::string args;
+  std::string error;
+};
+
+// Runs each case; with `nothing_on_stdout`, the command must also print nothing on stdout.
+void ExpectOneLineErrors(const std::vector<OneLineError>& cases, bool nothing_on_stdout) {
+  for (const OneLineError& c : cases) {
     SCOPED_TRACE(c.args);
     testing::ShellResult r = testing::RunCliShell(c.args, std::chrono::seconds(300));
     ASSERT_FALSE(r.timed_out);
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_EQ(r.err, c.error + "\n");
+    if (nothing_on_stdout) {
+      EXPECT_EQ(r.out, "");
+    }
   }
+}
+
+// Output that cannot be written (a full device, a closed stdout) fails the command with one
+// line naming the write, instead of exiting 0 having written nothing.
+TEST(CliTest, OutputThatCannotBeWrittenFailsWithOneLine) {
+  const std::string run = UnevenRunIn(TempDir());
+  ExpectOneLineErrors(
+      {
+          {run + " > /dev/full", "shardrt run: writing the output: No space left on device"},
+          {run + " >&-", "shardrt run: writing the output: standard output is closed"},
+          {"devices --devices 8 --json > /dev/full",
+           "shardrt devices: writing the output: No space left on device"},
+          {"devices --devices 8 >&-",
+           "shardrt devices: writing the output: standard output is closed"},
+          {"run --help > /dev/full", "shardrt run: writing the output: No space left on device"},
+      },
+      /*nothing_on_stdout=*/false);
 }
 
 // A --trace file that cannot be written is refused before the program is read or run.
 TEST(CliTest, RunRefusesATraceFileItCannotWriteBeforeRunning) {
   const std::string dir = TempDir();
-  NpyArray x{ElementType::kF32, {10, 3}, std::vector<uint8_t>(120)};
-  ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
-  const std::string run =
-      "run " SHARDRT_TESTDATA_DIR "/uneven_two_outputs.mlir --devices 4 --arg " + dir + "/x.npy";
-  struct Case {
-    std::string args;
-    std::string error;
-  } cases[] = {
-      {run + " --trace " + dir + "/missing/t.json",
-       "shardrt run: flag --trace: " + dir + "/missing/t.json: no folder " + dir +
-           "/missing to write it in (No such file or directory)"},
-      {run + " --trace " + dir, "shardrt run: flag --trace: " + dir +
-                                    ": expected a regular file, got a directory"},
-      {run + " --trace " + dir + "/x.npy/t.json",
-       "shardrt run: flag --trace: " + dir + "/x.npy/t.json: cannot write: Not a directory"},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.args);
-    testing::ShellResult r = testing::RunCliShell(c.args, std::chrono::seconds(300));
-    ASSERT_FALSE(r.timed_out);
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_EQ(r.err, c.error + "\n");
-    EXPECT_EQ(r.out, "");  // nothing ran: no "ran ... median ..." line
-  }
+  const std::string run = UnevenRunIn(dir);
+  // Nothing ran: no "ran ... median ..." line on stdout.
+  ExpectOneLineErrors(
+      {
+          {run + " --trace " + dir + "/missing/t.json",
+           "shardrt run: flag --trace: " + dir + "/missing/t.json: no folder " + dir +
+               "/missing to write it in (No such file or directory)"},
+          {run + " --trace " + dir,
+           "shardrt run: flag --trace: " + dir + ": expected a regular file, got a directory"},
+          {run + " --trace " + dir + "/x.npy/t.json",
+           "shardrt run: flag --trace: " + dir + "/x.npy/t.json: cannot write: Not a directory"},
+      },
+      /*nothing_on_stdout=*/true);
   // A trace that can be written is, and the run reports it on stdout.
   testing::ShellResult ok =
       testing::RunCliShell(run + " --trace " + dir + "/t.json", std::chrono::seconds(300));
