@@ -25,4 +25,7 @@ NB_MODULE(_shardrt, m) {
   RegisterRuntime(m);
   RegisterTransfers(m);
   RegisterObservability(m);
+#ifdef SHARDRT_PYTHON_LLM  // built with the model (bindings/python/CMakeLists.txt)
+  RegisterLlm(m);
+#endif
 }

@@ -21,5 +21,8 @@ void RegisterRuntime(nanobind::module_& m);
 void RegisterTransfers(nanobind::module_& m);
 // metrics_json, metrics_report, metrics_reset and _Trace (observability.cc).
 void RegisterObservability(nanobind::module_& m);
+// Text generation over llm::Session: _LlmSession, _Generation, _open_session (llm.cc; only in
+// a build with the model, SHARDRT_PYTHON_LLM).
+void RegisterLlm(nanobind::module_& m);
 
 }  // namespace shardrt::python
