@@ -71,8 +71,10 @@ class Watchdog {
         cv_.Wait(lock);
         continue;
       }
-      if (std::chrono::steady_clock::now() < first->deadline) {
-        (void)cv_.WaitUntil(lock, first->deadline);  // or an arm/disarm: look again
+      // A copy: the wait releases the lock, and a Disarm meanwhile erases the entry.
+      const std::chrono::steady_clock::time_point deadline = first->deadline;
+      if (std::chrono::steady_clock::now() < deadline) {
+        (void)cv_.WaitUntil(lock, deadline);  // or an arm/disarm: look again
         continue;
       }
       ADD_FAILURE_AT(first->file, first->line) << first->what << "; ending the test process";
