@@ -34,28 +34,22 @@ absl::Status Run() {
   options.devices = 8;
   SHARDRT_ASSIGN_OR_RETURN(std::unique_ptr<shardrt::Runtime> runtime,
                            shardrt::Runtime::Create(options));
-  shardrt::ComputationClient& client = runtime->client();
-
-  shardrt::CompileRequest request;
-  request.name = "consumer";
-  request.program = kProgram;
-  request.options.num_partitions = 8;
-  SHARDRT_ASSIGN_OR_RETURN(shardrt::ComputationPtr program, client.Compile(request));
+  SHARDRT_ASSIGN_OR_RETURN(shardrt::ComputationPtr program, runtime->Compile(kProgram, "consumer"));
 
   // x[i][j] = i - 2j, uploaded as one sharded array with the program's parameter layout.
   std::vector<float> x(16 * 3);
   for (int i = 0; i < 16; ++i) {
     for (int j = 0; j < 3; ++j) x[i * 3 + j] = static_cast<float>(i - 2 * j);
   }
-  const shardrt::HostArrayView view{shardrt::ElementType::kF32, {16, 3}, std::as_bytes(std::span(x))};
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<shardrt::DataPtr> args,
-                           client.TransferToDevice({&view, 1}, {&program->parameter_layout(0), 1}));
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<shardrt::DataPtr> outputs,
-                           client.ExecuteReplicated(*program, args));
-  SHARDRT_ASSIGN_OR_RETURN(std::vector<shardrt::HostArray> host, client.TransferFromDevice(outputs));
+  SHARDRT_ASSIGN_OR_RETURN(
+      shardrt::DataPtr arg,
+      runtime->Put(shardrt::HostArrayView::Of<float>(x, {16, 3}), program->parameter_layout(0)));
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<shardrt::DataPtr> outputs, runtime->Execute(*program, {arg}));
+  SHARDRT_ASSIGN_OR_RETURN(shardrt::HostArray host_y, runtime->ToHost(outputs[0]));
+  SHARDRT_ASSIGN_OR_RETURN(shardrt::HostArray host_s, runtime->ToHost(outputs[1]));
+  SHARDRT_ASSIGN_OR_RETURN(std::span<const float> y, host_y.values<float>());
+  SHARDRT_ASSIGN_OR_RETURN(std::span<const float> s, host_s.values<float>());
 
-  const auto* y = reinterpret_cast<const float*>(host[0].data.data());
-  const auto* s = reinterpret_cast<const float*>(host[1].data.data());
   for (int i = 0; i < 16 * 3; ++i) {
     if (y[i] != 2 * x[i] + 1) {
       return absl::InternalError(absl::StrCat("y[", i, "] = ", y[i], ", expected ", 2 * x[i] + 1));

@@ -5,11 +5,13 @@
 #include <thread>
 #include <variant>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/base/status_macros.h"
 #include "shardrt/pjrt/executable.h"
+#include "shardrt/program/program_text.h"
 
 namespace shardrt {
 namespace {
@@ -23,6 +25,23 @@ const pjrt::NamedValue* FindOption(const std::vector<pjrt::NamedValue>& options,
     if (v.name == name) return &v;
   }
   return nullptr;
+}
+
+// The plugin's log level: the option, else $SHARDRT_LOG, else errors only. (Whether the process
+// has TF_CPP_MIN_LOG_LEVEL says nothing: importing JAX sets it to 1.)
+absl::StatusOr<pjrt::PluginLogLevel> PluginLogLevelOf(const RuntimeOptions& options) {
+  if (options.plugin_log_level.has_value()) return *options.plugin_log_level;
+  if (const char* env = std::getenv(kLogEnv); env != nullptr && *env != '\0') {
+    const absl::string_view value = env;
+    if (value == "info") return pjrt::PluginLogLevel::kInfo;
+    if (value == "warning") return pjrt::PluginLogLevel::kWarning;
+    if (value == "error") return pjrt::PluginLogLevel::kError;
+    if (value == "plugin") return pjrt::PluginLogLevel::kUnchanged;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "$", kLogEnv, ": expected info, warning, error or plugin, got '", absl::CEscape(value),
+        "'"));
+  }
+  return pjrt::PluginLogLevel::kError;
 }
 
 absl::Status ValidateOptions(const RuntimeOptions& options) {
@@ -89,9 +108,11 @@ absl::StatusOr<std::shared_ptr<pjrt::Client>> CreateClient(
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& options) {
   SHARDRT_RETURN_IF_ERROR(ValidateOptions(options));
+  pjrt::PluginLoadOptions load_options;
+  SHARDRT_ASSIGN_OR_RETURN(load_options.log_level, PluginLogLevelOf(options));
   SHARDRT_ASSIGN_OR_RETURN(FoundPlugin found, FindPlugin(options.plugin));
   SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<const pjrt::Plugin> plugin,
-                           pjrt::Plugin::Load(found.path));
+                           pjrt::Plugin::Load(found.path, load_options));
   std::unique_ptr<Runtime> runtime(new Runtime());
   runtime->plugin_source_ = found.source;
   SHARDRT_ASSIGN_OR_RETURN(runtime->pjrt_client_, CreateClient(std::move(plugin), options));
@@ -191,6 +212,44 @@ Runtime::~Runtime() {
   executor_.reset();
   client_.reset();
   pool_.reset();
+}
+
+absl::StatusOr<ComputationPtr> Runtime::Compile(std::string program, std::string name) const {
+  SHARDRT_ASSIGN_OR_RETURN(std::optional<int64_t> declared, DeclaredPartitions(program));
+  const int64_t devices = static_cast<int64_t>(devices_.size());
+  if (declared.has_value() && *declared > devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Runtime::Compile: the program declares mhlo.num_partitions = ", *declared,
+        " but the runtime has ", devices, " devices"));
+  }
+  CompileRequest request;
+  request.name = std::move(name);
+  request.program = std::move(program);
+  request.options.num_partitions = declared.value_or(devices);
+  return client_->Compile(request);
+}
+
+absl::StatusOr<DataPtr> Runtime::Put(const HostArrayView& array,
+                                     const std::shared_ptr<const DataLayout>& layout) const {
+  return client_->TransferToDevice(array, layout);
+}
+
+absl::StatusOr<DataPtr> Runtime::Put(const HostArrayView& array, const Sharding& sharding) const {
+  SHARDRT_ASSIGN_OR_RETURN(std::shared_ptr<const DataLayout> layout,
+                           client_->MakeLayout(ArrayShape{array.type, array.dims}, sharding));
+  return client_->TransferToDevice(array, layout);
+}
+
+absl::StatusOr<std::vector<DataPtr>> Runtime::Execute(const Computation& computation,
+                                                      absl::Span<const DataPtr> arguments,
+                                                      const ExecuteReplicatedOptions& options) const {
+  return client_->ExecuteReplicated(computation, arguments, options);
+}
+
+absl::StatusOr<HostArray> Runtime::ToHost(const DataPtr& data) const {
+  if (data == nullptr) return absl::InvalidArgumentError("Runtime::ToHost: the data is null");
+  SHARDRT_ASSIGN_OR_RETURN(std::vector<HostArray> host, client_->TransferFromDevice({&data, 1}));
+  return std::move(host.front());
 }
 
 }  // namespace shardrt

@@ -47,7 +47,6 @@ void RestartWith(const std::vector<std::string>& additions) {
 
 void ApplyProcessDefaults(int64_t devices) {
   std::vector<std::string> additions;
-  if (std::getenv("TF_CPP_MIN_LOG_LEVEL") == nullptr) additions.push_back("TF_CPP_MIN_LOG_LEVEL=2");
   if (std::getenv("PJRT_NPROC") == nullptr) {
     const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
     additions.push_back(absl::StrCat("PJRT_NPROC=", std::max(cores, 2 * devices)));

@@ -16,11 +16,12 @@ namespace shardrt::cli {
 // Creates the Runtime for a command on `devices` devices with the plugin given by --plugin (or
 // the library's search, see shardrt/runtime/plugin_search.h).
 //
-// The CLI owns its process, so it also sets the plugin's environment defaults that the library
-// leaves to applications: TF_CPP_MIN_LOG_LEVEL=2 (the plugin's informational lines stay off
-// stderr, which carries one line per error) and PJRT_NPROC = max(cores, 2 x devices) (the CPU
-// plugin's worker threads: two multi-device programs in flight). Each applies only when the
-// variable is unset. Rather than change its own environment, the CLI then starts itself once
+// The plugin's log lines stay off stderr (which carries one line per error) by the library's
+// default (RuntimeOptions::plugin_log_level; $SHARDRT_LOG=info shows them). The CLI owns its
+// process, so it also sets the plugin's environment default that the library leaves to
+// applications: PJRT_NPROC = max(cores, 2 x devices) (the CPU plugin's worker threads: two
+// multi-device programs in flight), when the variable is unset. Rather than change its own
+// environment, the CLI then starts itself once
 // more with them (execve of /proc/self/exe with the same arguments); if that is impossible it
 // goes on as it is. Errors: Runtime::Create's.
 //

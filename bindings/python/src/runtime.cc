@@ -14,10 +14,24 @@ namespace {
 
 using namespace nb::literals;
 
+// The plugin log level named `name` (None: the library's default).
+std::optional<pjrt::PluginLogLevel> PluginLogLevelNamed(const std::optional<std::string>& name) {
+  if (!name.has_value()) return std::nullopt;
+  if (*name == "info") return pjrt::PluginLogLevel::kInfo;
+  if (*name == "warning") return pjrt::PluginLogLevel::kWarning;
+  if (*name == "error") return pjrt::PluginLogLevel::kError;
+  if (*name == "plugin") return pjrt::PluginLogLevel::kUnchanged;
+  throw nb::value_error(
+      ("Runtime: plugin_log must be 'info', 'warning', 'error' or 'plugin', got '" + *name + "'")
+          .c_str());
+}
+
 // _create_runtime: loads `plugin` and makes a runtime over `devices` of its devices (0: all).
 RuntimePtr CreateRuntime(int64_t devices, const std::string& plugin, int host_threads,
-                         std::optional<std::string> compile_cache, int64_t max_in_flight) {
+                         std::optional<std::string> compile_cache, int64_t max_in_flight,
+                         const std::optional<std::string>& plugin_log) {
   RuntimeOptions options;
+  options.plugin_log_level = PluginLogLevelNamed(plugin_log);
   options.devices = devices;
   options.plugin = plugin;
   options.host_threads = host_threads;
@@ -92,13 +106,17 @@ void RegisterRuntime(nb::module_& m) {
       .def_prop_ro("plugin_path", [](const PyRuntime& r) { return r.runtime->plugin().path(); })
       .def_prop_ro("plugin_threads", [](const PyRuntime& r) { return r.runtime->plugin_threads(); })
       .def_prop_ro("host_threads", [](const PyRuntime& r) { return r.runtime->pool().num_threads(); })
+      .def_prop_ro("plugin_log_applied",
+                   [](const PyRuntime& r) {
+                     return r.runtime->plugin().log_control() == pjrt::PluginLogControl::kApplied;
+                   })
       .def_prop_ro("has_compile_cache",
                    [](const PyRuntime& r) { return r.runtime->client().has_persistent_cache(); })
       .def("register_ffi_handler", &RegisterFfiHandler, "target"_a, "handler"_a, "platform"_a)
       .def("synchronize", &Synchronize)
       .def("executor_stats", &ExecutorStatsDict);
   m.def("_create_runtime", &CreateRuntime, "devices"_a, "plugin"_a, "host_threads"_a,
-        "compile_cache"_a.none(), "max_in_flight"_a);
+        "compile_cache"_a.none(), "max_in_flight"_a, "plugin_log"_a.none() = nb::none());
 }
 
 }  // namespace shardrt::python

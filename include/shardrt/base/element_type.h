@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
@@ -28,6 +29,26 @@ enum class ElementType : int32_t {
   kF64 = 12,
   kBF16 = 16,
 };
+
+// The ElementType of the C++ type T: bool (pred), the fixed-width integers, float, double;
+// kInvalid for any other type (half-precision types have no standard C++ type here).
+// Constant, usable in static_assert.
+template <typename T>
+constexpr ElementType ElementTypeOf() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, bool>) return ElementType::kPred;
+  else if constexpr (std::is_same_v<U, int8_t>) return ElementType::kS8;
+  else if constexpr (std::is_same_v<U, int16_t>) return ElementType::kS16;
+  else if constexpr (std::is_same_v<U, int32_t>) return ElementType::kS32;
+  else if constexpr (std::is_same_v<U, int64_t>) return ElementType::kS64;
+  else if constexpr (std::is_same_v<U, uint8_t>) return ElementType::kU8;
+  else if constexpr (std::is_same_v<U, uint16_t>) return ElementType::kU16;
+  else if constexpr (std::is_same_v<U, uint32_t>) return ElementType::kU32;
+  else if constexpr (std::is_same_v<U, uint64_t>) return ElementType::kU64;
+  else if constexpr (std::is_same_v<U, float>) return ElementType::kF32;
+  else if constexpr (std::is_same_v<U, double>) return ElementType::kF64;
+  else return ElementType::kInvalid;
+}
 
 // Size of one element in bytes (pred is one byte); 0 for kInvalid. Thread-safe, pure.
 [[nodiscard]] SHARDRT_EXPORT int64_t ElementSizeInBytes(ElementType type);

@@ -15,8 +15,16 @@
 #include "shardrt/base/export.h"
 #include "shardrt/pjrt/named_value.h"
 #include "shardrt/pjrt/opaque.h"
+#include "shardrt/pjrt/plugin_log.h"
 
 namespace shardrt::pjrt {
+
+struct PluginLoadOptions {
+  // Which of the plugin's own log lines reach stderr (shardrt/pjrt/plugin_log.h). Applied right
+  // after dlopen, before the plugin runs anything. The setting belongs to the plugin's library,
+  // so it is process-wide: the latest load of the same library decides.
+  PluginLogLevel log_level = PluginLogLevel::kUnchanged;
+};
 
 class SHARDRT_EXPORT Plugin {
  public:
@@ -26,7 +34,8 @@ class SHARDRT_EXPORT Plugin {
   // initialization fails. Loading the same path twice returns two Plugin objects sharing
   // the (process-wide) library; each initializes it once more, which plugins allow.
   // Thread-safe.
-  [[nodiscard]] static absl::StatusOr<std::shared_ptr<const Plugin>> Load(const std::string& path);
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<const Plugin>> Load(
+      const std::string& path, const PluginLoadOptions& options = {});
 
   // The plugin's function table; valid for the whole process (plugins are never unloaded).
   const PJRT_Api* api() const { return api_; }
@@ -36,6 +45,8 @@ class SHARDRT_EXPORT Plugin {
   int api_minor() const { return minor_; }
   // Attributes the plugin reports (e.g. xla_version, stablehlo_current_version), copied here.
   const std::vector<NamedValue>& attributes() const { return attributes_; }
+  // What Load did about PluginLoadOptions::log_level.
+  PluginLogControl log_control() const { return log_control_; }
 
  private:
   Plugin() = default;
@@ -44,6 +55,7 @@ class SHARDRT_EXPORT Plugin {
   int major_ = 0;
   int minor_ = 0;
   std::vector<NamedValue> attributes_;
+  PluginLogControl log_control_ = PluginLogControl::kUnchanged;
 };
 
 }  // namespace shardrt::pjrt

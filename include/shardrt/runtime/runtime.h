@@ -4,8 +4,15 @@
 //   shardrt::RuntimeOptions options;
 //   options.devices = 8;
 //   auto runtime = shardrt::Runtime::Create(options);      // StatusOr<unique_ptr<Runtime>>
-//   auto program = (*runtime)->client().Compile({...});    // then TransferToDevice,
-//                                                          // ExecuteReplicated, Executor, ...
+//   auto program = (*runtime)->Compile(stablehlo_text);    // one partition per device
+//   auto x = (*runtime)->Put(HostArrayView::Of<float>(values, {16, 3}),
+//                            (*program)->parameter_layout(0));
+//   auto outputs = (*runtime)->Execute(**program, {*x});   // one PJRT Execute, sharded outputs
+//   auto y = (*runtime)->ToHost((*outputs)[0]);            // a HostArray; y->values<float>()
+//
+// Compile, Put, Execute and ToHost cover the common path; client() (ComputationClient: explicit
+// compile options, several arrays at once, shards, placeholders) and executor() (asynchronous
+// runs) have everything else.
 //
 // Policy lives here, not in the layers below: which plugin to load (plugin_search.h), what a
 // plugin is (from the platform name its client reports, never its file name), how many devices
@@ -20,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -43,6 +51,11 @@ namespace shardrt {
 // The environment variable naming the persistent compile cache's directory when
 // RuntimeOptions::compile_cache does not.
 inline constexpr char kCompileCacheEnv[] = "SHARDRT_COMPILE_CACHE";
+// The environment variable choosing which of the plugin's log lines reach stderr when
+// RuntimeOptions::plugin_log_level does not: info, warning, error, or plugin (the plugin's own
+// setting, e.g. from TF_CPP_MIN_LOG_LEVEL).
+inline constexpr char kLogEnv[] = "SHARDRT_LOG";
+
 // Whether that variable may name the cache (applications that decide themselves, like the CLI,
 // ignore it).
 enum class CompileCacheEnv { kRead, kIgnore };
@@ -75,6 +88,14 @@ struct SHARDRT_EXPORT RuntimeOptions {
   // choose the count by starting the process with PJRT_NPROC set (the CLI does so).
   int64_t plugin_threads = 0;
 
+  // Which of the plugin's own log lines reach stderr (shardrt/pjrt/plugin_log.h: set through
+  // the plugin's private copy of Abseil's logging, never through the process environment).
+  // Unset (default): $SHARDRT_LOG when set, else errors only, so that a program using shardrt
+  // prints nothing it did not ask for (kUnchanged, or SHARDRT_LOG=plugin, lets the plugin read
+  // TF_CPP_MIN_LOG_LEVEL as it does by itself; importing JAX sets that variable to 1). The level belongs to the plugin's library,
+  // process-wide: the latest Runtime created on it decides.
+  std::optional<pjrt::PluginLogLevel> plugin_log_level;
+
   // The asynchronous executor's settings.
   ExecutorOptions executor;
 
@@ -91,7 +112,8 @@ class SHARDRT_EXPORT Runtime {
   // behind): NotFound naming every place searched for the plugin; InvalidArgument for negative
   // counts, a cpu_device_count option that is not an int64 >= 1 (checked before the plugin
   // sees it, which would abort on it), or fewer devices than asked for; FailedPrecondition for
-  // a plugin_threads value the plugin cannot honour; the plugin's own errors (loading, version,
+  // a plugin_threads value the plugin cannot honour; InvalidArgument for a $SHARDRT_LOG that is
+  // not info, warning, error or plugin; the plugin's own errors (loading, version,
   // client creation), message kept.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Runtime>> Create(
       const RuntimeOptions& options = {});
@@ -117,6 +139,37 @@ class SHARDRT_EXPORT Runtime {
   ThreadPool& pool() const { return *pool_; }
   ComputationClient& client() const { return *client_; }
   Executor& executor() const { return *executor_; }
+
+  // --- The common path (each is the ComputationClient call named, on this runtime's devices) ---
+
+  // Compiles a StableHLO program (MLIR text or bytecode) with one partition per device: the
+  // module's mhlo.num_partitions when it declares one (which must not exceed the runtime's
+  // devices), else devices().size(); the default device assignment; the Shardy partitioner for
+  // a program written with the sdy dialect; the persistent compile cache when configured.
+  // `name` labels it in metrics and traces. Errors: InvalidArgument for a declared partition
+  // count above the device count; ComputationClient::Compile's. Thread-safe.
+  [[nodiscard]] absl::StatusOr<ComputationPtr> Compile(std::string program,
+                                                       std::string name = "main") const;
+  // Uploads `array`, split by `layout` (a computation's parameter_layout(i), or any layout of
+  // client().MakeLayout): ComputationClient::TransferToDevice. Blocks until `array`'s memory is
+  // no longer needed. Errors: InvalidArgument when the array's type, dims or byte size differ
+  // from the layout's; the plugin's. Thread-safe.
+  [[nodiscard]] absl::StatusOr<DataPtr> Put(const HostArrayView& array,
+                                            const std::shared_ptr<const DataLayout>& layout) const;
+  // Uploads `array` split by `sharding` over this runtime's devices (as many as the sharding
+  // needs, or all of them when it is replicated). Errors: MakeLayout's (a sharding that does
+  // not fit the shape or the devices), then Put's. Thread-safe.
+  [[nodiscard]] absl::StatusOr<DataPtr> Put(const HostArrayView& array,
+                                            const Sharding& sharding) const;
+  // Runs `computation` on its devices with sharded `arguments` (one PJRT Execute) and returns
+  // its outputs: ComputationClient::ExecuteReplicated, same errors. Thread-safe.
+  [[nodiscard]] absl::StatusOr<std::vector<DataPtr>> Execute(
+      const Computation& computation, absl::Span<const DataPtr> arguments,
+      const ExecuteReplicatedOptions& options = {}) const;
+  // Downloads `data` as one global host array (HostArray::values<T>() reads it typed).
+  // Errors: InvalidArgument for null data; the data's own (a failed placeholder, donated
+  // data); the plugin's. Thread-safe.
+  [[nodiscard]] absl::StatusOr<HostArray> ToHost(const DataPtr& data) const;
 
   // Registers an XLA FFI handler (a custom kernel, shardrt/pjrt/ffi.h) for custom calls to
   // `target`, then proves the plugin will run it: compiles a one-op program that calls `target`

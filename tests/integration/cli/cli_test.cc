@@ -98,6 +98,55 @@ TEST(CliTest, RunWritesGlobalOutputsThatMatchTheHost) {
   ExpectNpyNear(dir + "/out2/output_1.npy", {3}, host_s, 1e-4);
 }
 
+// The plugin's own log lines (the XLA CPU plugin's "All log messages before
+// absl::InitializeLog()", its device-count line and the GSPMD deprecation warning of every
+// compile) stay off stderr by default, with the environment left as it is; $SHARDRT_LOG=info
+// asks for them, $SHARDRT_LOG=warning for the warnings only, $SHARDRT_LOG=plugin leaves the
+// plugin to read TF_CPP_MIN_LOG_LEVEL; a bad $SHARDRT_LOG is one line.
+TEST(CliTest, ThePluginsLogLinesStayOffStderrUnlessAsked) {
+  const std::string dir = TempDir();
+  NpyArray x{ElementType::kF32, {16, 4}, std::vector<uint8_t>(256)};
+  ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
+  const std::string run = " " SHARDRT_CLI_PATH " run " SHARDRT_TESTDATA_DIR
+                          "/executor_scale_f32.mlir --devices 8 --compile-cache off --arg " +
+                          dir + "/x.npy";
+  auto run_with = [&](const std::string& env) {
+    return testing::RunShellWithDeadline("env -u TF_CPP_MIN_LOG_LEVEL -u SHARDRT_LOG " + env,
+                                         run, testing::kCliDeadline);
+  };
+  constexpr char kDeviceCountLine[] = "cpu_device_count set via create_options: 8";
+  constexpr char kGspmdWarning[] = "GSPMD sharding propagation is going to be deprecated";
+  constexpr char kBeforeInitializeLog[] = "All log messages before absl::InitializeLog()";
+
+  testing::TimedResult quiet = run_with("");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_NE(quiet.out.find("output 0: f32[16,4]"), std::string::npos) << quiet.out;
+  EXPECT_EQ(quiet.err, "");
+
+  testing::TimedResult info = run_with("SHARDRT_LOG=info");
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.err.find(kBeforeInitializeLog), std::string::npos) << info.err;
+  EXPECT_NE(info.err.find(kDeviceCountLine), std::string::npos) << info.err;
+  EXPECT_NE(info.err.find(kGspmdWarning), std::string::npos) << info.err;
+
+  testing::TimedResult warnings = run_with("SHARDRT_LOG=warning");
+  ASSERT_EQ(warnings.exit_code, 0) << warnings.err;
+  EXPECT_EQ(warnings.err.find(kDeviceCountLine), std::string::npos) << warnings.err;
+  EXPECT_NE(warnings.err.find(kGspmdWarning), std::string::npos) << warnings.err;
+
+  testing::TimedResult application = run_with("TF_CPP_MIN_LOG_LEVEL=0");
+  ASSERT_EQ(application.exit_code, 0) << application.err;
+  EXPECT_EQ(application.err, "");
+  testing::TimedResult plugin = run_with("TF_CPP_MIN_LOG_LEVEL=0 SHARDRT_LOG=plugin");
+  ASSERT_EQ(plugin.exit_code, 0) << plugin.err;
+  EXPECT_NE(plugin.err.find(kDeviceCountLine), std::string::npos) << plugin.err;
+
+  testing::TimedResult bad = run_with("SHARDRT_LOG=loud");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err,
+            "shardrt run: $SHARDRT_LOG: expected info, warning, error or plugin, got 'loud'\n");
+}
+
 TEST(CliTest, BadInputIsOneLineOnStderrAndNonZeroExit) {
   const std::string dir = TempDir();
   NpyArray wrong{ElementType::kF64, {10, 3}, std::vector<uint8_t>(240)};

@@ -17,6 +17,8 @@
 #include "../../testdata/golden_smollm2_greedy.h"
 #include "cli/cli_runner.h"
 #include "cli/npy.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 
 namespace shardrt::cli {
@@ -24,6 +26,7 @@ namespace {
 
 using testing::CliResult;
 using testing::ExpectCleanError;
+using testing::RunCaptured;
 using testing::RunCliCaptured;
 using testing::RunCliShell;
 using testing::ShellResult;
@@ -63,8 +66,16 @@ std::vector<int32_t> TokensOf(const std::string& json, const std::string& key = 
 TEST_F(GenerateTest, StreamsTextAndEndsStderrWithTheRates) {
   const std::string args = "generate --model " + kModel + " --prompt 'Once upon a time' "
                            "--max-tokens 12 --devices 8";
-  CliResult streamed = RunCliCaptured(args);
+  // As scripts/demo.sh runs it: the environment without TF_CPP_MIN_LOG_LEVEL or SHARDRT_LOG.
+  // Stderr holds shardrt's own lines only, none of the plugin's.
+  CliResult streamed =
+      RunCaptured("env -u TF_CPP_MIN_LOG_LEVEL -u SHARDRT_LOG " SHARDRT_CLI_PATH, args);
   ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+  for (absl::string_view line : absl::StrSplit(streamed.err, '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(line, "compiled in ") || absl::StartsWith(line, "prefill: ") ||
+                absl::StartsWith(line, "decoded "))
+        << "not a line of shardrt's: " << line;
+  }
   ASSERT_FALSE(streamed.out.empty());
   EXPECT_EQ(streamed.out.back(), '\n');
   EXPECT_TRUE(std::regex_match(LastLine(streamed.err),

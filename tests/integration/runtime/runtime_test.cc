@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,6 +120,44 @@ TEST(RuntimeTest, TheCpuPluginIsRecognisedByWhatItReportsAndMakesTheDevicesAsked
   }
 }
 
+// The plugin's log level is set through the plugin's own absl::SetMinLogLevel (found in its
+// symbol table), or left alone: the option, then $SHARDRT_LOG decide; TF_CPP_MIN_LOG_LEVEL
+// does not (importing JAX sets it). (Which lines then reach stderr: CliTest.ThePluginsLogLinesStayOffStderr...)
+TEST(RuntimeTest, ThePluginsLogLevelIsSetThroughThePluginNotTheEnvironment) {
+  ScopedEnv no_level("TF_CPP_MIN_LOG_LEVEL", nullptr);
+  ScopedEnv no_log("SHARDRT_LOG", nullptr);
+  auto control_of = [](std::optional<pjrt::PluginLogLevel> level) {
+    RuntimeOptions options;
+    options.devices = 1;
+    options.plugin_log_level = level;
+    auto runtime = Runtime::Create(options);
+    EXPECT_TRUE(runtime.ok()) << runtime.status();
+    return runtime.ok() ? (*runtime)->plugin().log_control() : pjrt::PluginLogControl::kUnchanged;
+  };
+  EXPECT_EQ(control_of(std::nullopt), pjrt::PluginLogControl::kApplied);
+  EXPECT_EQ(control_of(pjrt::PluginLogLevel::kInfo), pjrt::PluginLogControl::kApplied);
+  EXPECT_EQ(control_of(pjrt::PluginLogLevel::kUnchanged), pjrt::PluginLogControl::kUnchanged);
+  {
+    ScopedEnv plugin("SHARDRT_LOG", "plugin");
+    EXPECT_EQ(control_of(std::nullopt), pjrt::PluginLogControl::kUnchanged);
+    EXPECT_EQ(control_of(pjrt::PluginLogLevel::kError), pjrt::PluginLogControl::kApplied);
+  }
+  {
+    ScopedEnv application("TF_CPP_MIN_LOG_LEVEL", "1");  // as importing JAX sets it
+    EXPECT_EQ(control_of(std::nullopt), pjrt::PluginLogControl::kApplied);
+    EXPECT_STREQ(std::getenv("TF_CPP_MIN_LOG_LEVEL"), "1");  // never changed
+  }
+  ScopedEnv bad("SHARDRT_LOG", "verbose");
+  RuntimeOptions options;
+  options.devices = 1;
+  auto runtime = Runtime::Create(options);
+  ASSERT_FALSE(runtime.ok());
+  EXPECT_EQ(runtime.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime.status().message(),
+            "$SHARDRT_LOG: expected info, warning, error or plugin, got 'verbose'");
+  EXPECT_EQ(std::getenv("TF_CPP_MIN_LOG_LEVEL"), nullptr);
+}
+
 TEST(RuntimeTest, NamedPluginOptionsReachThePlugin) {
   RuntimeOptions options;  // devices = 0: whatever the client has
   options.plugin_options.push_back({"cpu_device_count", int64_t{5}});
@@ -223,6 +262,60 @@ TEST(RuntimeTest, CompileUploadScheduleDownloadOnEightDevices) {
     }
     EXPECT_NEAR(y[j], expected, 1e-3) << "column " << j;
   }
+}
+
+// The common path through the front door alone: Compile (partitions from the program), Put
+// (with a parameter layout, and with a sharding), Execute, ToHost and typed values, checked
+// against the host; a wrong element type and a program for more devices are clean errors.
+TEST(RuntimeTest, TheFrontDoorCompilesPutsExecutesAndDownloadsTyped) {
+  RuntimeOptions options;
+  options.devices = 8;
+  auto runtime = Runtime::Create(options);
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  const Runtime& rt = **runtime;
+  auto program = rt.Compile(ReadTestData("sharded_matmul_sum.mlir"), "matmul");
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::vector<float> x(16 * 4), w(4 * 3);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5f * static_cast<float>(i);
+  auto px = rt.Put(HostArrayView::Of<float>(x, {16, 4}), (*program)->parameter_layout(0));
+  ASSERT_TRUE(px.ok()) << px.status();
+  // w by a sharding: the layout the program wants, made from its text.
+  auto w_sharding = ParseSharding((*program)->parameter_layout(1)->sharding.ToString());
+  ASSERT_TRUE(w_sharding.ok()) << w_sharding.status();
+  auto pw = rt.Put(HostArrayView::Of<float>(w, {4, 3}), *w_sharding);
+  ASSERT_TRUE(pw.ok()) << pw.status();
+  auto out = rt.Execute(**program, {*px, *pw});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  auto host = rt.ToHost(out->front());
+  ASSERT_TRUE(host.ok()) << host.status();
+  auto y = host->values<float>();
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_EQ(y->size(), 3u);
+  for (int j = 0; j < 3; ++j) {
+    double expected = 0;
+    for (int i = 0; i < 16; ++i) {
+      for (int k = 0; k < 4; ++k) expected += double{x[i * 4 + k]} * w[k * 3 + j];
+    }
+    EXPECT_NEAR((*y)[j], expected, 1e-3) << "column " << j;
+  }
+  auto as_int = host->values<int32_t>();
+  ASSERT_FALSE(as_int.ok());
+  EXPECT_EQ(as_int.status().message(), "HostArray::values: the array holds f32, not s32");
+  EXPECT_EQ(rt.ToHost(nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  // A wrong shape for the layout is the client's clean error, before the plugin.
+  auto wrong = rt.Put(HostArrayView::Of<float>(w, {3, 4}), (*program)->parameter_layout(1));
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument) << wrong.status();
+
+  options.devices = 4;
+  auto four = Runtime::Create(options);
+  ASSERT_TRUE(four.ok()) << four.status();
+  auto too_many = (*four)->Compile(ReadTestData("sharded_matmul_sum.mlir"));
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.status().message(),
+            "Runtime::Compile: the program declares mhlo.num_partitions = 8 but the runtime has "
+            "4 devices");
 }
 
 }  // namespace
