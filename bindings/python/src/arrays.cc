@@ -238,6 +238,15 @@ void RegisterArrays(nb::module_& m) {
            "TimeoutError after `timeout` seconds.")
       .def("to_numpy", &PyArray::ToNumpy,
            "Downloads the global array as a new NumPy array (waits for placeholders).")
+      .def(
+          "to_jax",
+          [](nb::handle self, nb::handle mesh) {
+            return nb::module_::import_("shardrt").attr("to_jax")(self, "mesh"_a = mesh);
+          },
+          "mesh"_a = nb::none(),
+          "The array as a jax.Array, shard by shard without a global host copy (each shard's "
+          "memory goes to its JAX device, zero-copy where JAX takes host memory in place); "
+          "see shardrt.to_jax for the device rule, `mesh` and the errors.")
       .def("__array__", &ArrayProtocol, "dtype"_a = nb::none(), "copy"_a = nb::none(),
            "NumPy's array protocol: the download, as `dtype` when given.")
       // noconvert: a destination that is not C-contiguous and writable is refused (TypeError),

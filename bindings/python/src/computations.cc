@@ -97,12 +97,29 @@ class PyComputation {
     return keep;
   }
 
-  // The data of each argument; TypeError for one that is no Array, ValueError for a deleted one.
+  // The data of each argument; ValueError for a deleted Array. An argument that is no Array is
+  // handed to shardrt._convert_argument (Python: a jax.Array becomes an Array with the
+  // parameter's sharding on the parameter's devices); TypeError when it converts nothing.
   std::vector<DataPtr> Arguments(const nb::args& args) const {
     std::vector<DataPtr> out;
     out.reserve(args.size());
+    nb::object convert;  // looked up at the first argument that is no Array
     for (size_t i = 0; i < args.size(); ++i) {
-      out.push_back(ArrayOf(args[i], computation_->name().c_str(), "argument", i).data());
+      PyArray* a = nullptr;
+      if ((nb::try_cast<PyArray*>(args[i], a) && a != nullptr) ||
+          i >= computation_->num_parameters()) {
+        // (too many arguments: the library's count check names the call's error)
+        out.push_back(ArrayOf(args[i], computation_->name().c_str(), "argument", i).data());
+        continue;
+      }
+      if (!convert.is_valid()) convert = nb::module_::import_("shardrt").attr("_convert_argument");
+      const DataLayout& layout = *computation_->parameter_layout(i);
+      std::vector<int64_t> device_ids;
+      for (const pjrt::Device* d : layout.devices) device_ids.push_back(d->id);
+      nb::object converted = convert(nb::cast(runtime_), PySharding(layout.sharding),
+                                     device_ids, args[i]);
+      const nb::handle value = converted.is_none() ? args[i] : nb::handle(converted);
+      out.push_back(ArrayOf(value, computation_->name().c_str(), "argument", i).data());
     }
     return out;
   }
@@ -147,8 +164,9 @@ nb::object Compile(const RuntimePtr& rt, nb::bytes program, const std::string& n
 
 void RegisterComputations(nb::module_& m) {
   nb::class_<PyComputation>(m, "Computation",
-                            "A compiled SPMD program. Call it with shardrt.Arrays; it returns a "
-                            "tuple of Arrays. Thread-safe.")
+                            "A compiled SPMD program. Call it with shardrt.Arrays (a jax.Array "
+                            "argument is put first, shard by shard, with the parameter's "
+                            "sharding); it returns a tuple of Arrays. Thread-safe.")
       .def("__call__", &PyComputation::Call, "args"_a, nb::kw_only(), "donate"_a = nb::none(),
            "reshard"_a = false,
            "Runs on all its devices (one PJRT launch), GIL released. donate: None/True donates "

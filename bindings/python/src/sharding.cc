@@ -23,6 +23,26 @@ PySharding Named(std::vector<std::pair<std::string, int64_t>> axes,
   return PySharding(Value(NamedSharding(mesh, spec)));
 }
 
+// Sharding.kind: the sharding's kind as a word.
+std::string KindName(const PySharding& s) {
+  switch (s.get().kind()) {
+    case Sharding::Kind::kReplicated: return "replicated";
+    case Sharding::Kind::kMaximal: return "maximal";
+    case Sharding::Kind::kManual: return "manual";
+    case Sharding::Kind::kTiled: return "tiled";
+  }
+  return "unknown";
+}
+
+// Sharding.subgroup_types: the kinds of the trailing subgroup dims as words.
+std::vector<std::string> SubgroupTypeNames(const PySharding& s) {
+  std::vector<std::string> out;
+  for (SubgroupType t : s.get().subgroup_types()) {
+    out.push_back(t == SubgroupType::kManual ? "manual" : "replicated");
+  }
+  return out;
+}
+
 }  // namespace
 
 void RegisterSharding(nb::module_& m) {
@@ -42,6 +62,25 @@ void RegisterSharding(nb::module_& m) {
                    [](const PySharding& s) { return s.get().num_devices(); },
                    "Devices the sharding spans (None for replicated: any number).")
       .def_prop_ro("is_replicated", [](const PySharding& s) { return s.get().IsReplicated(); })
+      .def_prop_ro("kind", &KindName, "'replicated', 'maximal', 'manual' or 'tiled'.")
+      .def_prop_ro("tile_assignment_dims",
+                   [](const PySharding& s) { return ToTuple(s.get().tile_assignment().dims()); },
+                   "Tiled: the tile assignment's dims, trailing subgroup dims included (as "
+                   "XLA's HloSharding.tile_assignment_dimensions()); () for the other kinds.")
+      .def_prop_ro("tile_assignment_devices",
+                   [](const PySharding& s) { return s.get().tile_assignment().devices(); },
+                   "Tiled: the device (partition) of each tile, row-major over "
+                   "tile_assignment_dims; [] for the other kinds.")
+      .def_prop_ro("subgroup_types", &SubgroupTypeNames,
+                   "Tiled: the kind of each trailing subgroup dim of the tile assignment, "
+                   "'manual' or 'replicated' (['replicated'] is XLA's "
+                   "last_tile_dim_replicate); [] otherwise.")
+      .def_prop_ro("maximal_device",
+                   [](const PySharding& s) -> std::optional<int64_t> {
+                     if (!s.get().IsMaximal()) return std::nullopt;
+                     return s.get().maximal_device();
+                   },
+                   "Maximal: the device (partition) holding the whole array; None otherwise.")
       .def("__str__", &PySharding::ToString)
       .def("__repr__",
            [](const PySharding& s) { return absl::StrCat("shardrt.Sharding('", s.ToString(), "')"); })

@@ -47,10 +47,9 @@ nb::object ShardToNumpy(const PyShard& s) {
   return NumpyOwning(std::move(bytes), layout.global.type, layout.shard_dims);
 }
 
-}  // namespace
-
-// ShardView: see objects.h.
-nb::ndarray<> ShardView(const PyShard& s) {
+// Shard `s`'s device memory as an ndarray of `dtype` for the framework Args (see ShardView).
+template <typename... Args>
+nb::ndarray<Args...> ViewOf(const PyShard& s, nb::dlpack::dtype dtype) {
   Check(WithoutGil([&]() -> absl::Status {
     absl::Status status = s.data->Await();
     return status.ok() ? AwaitBuffer(s.data->buffers()->buffers[s.index]) : status;
@@ -73,8 +72,26 @@ nb::ndarray<> ShardView(const PyShard& s) {
     (void)view->buffer->ReleaseExternalReference();
     delete view;
   });
-  return nb::ndarray<>(pointer, shape.size(), shape.data(), owner, nullptr,
-                       DlpackType(layout.global.type), nb::device::cpu::value, 0);
+  return nb::ndarray<Args...>(pointer, shape.size(), shape.data(), owner, nullptr, dtype,
+                              nb::device::cpu::value, 0);
+}
+
+// Shard._numpy_view: the shard's device memory as a read-only NumPy array, zero-copy (bf16 as
+// ml_dtypes.bfloat16, which NumPy cannot take through DLPack).
+nb::object ShardNumpyView(const PyShard& s) {
+  const ElementType type = s.data->layout().global.type;
+  const bool bf16 = type == ElementType::kBF16;
+  nb::object out = nb::cast(
+      ViewOf<nb::numpy, nb::ro>(s, DlpackType(bf16 ? ElementType::kU16 : type)),
+      nb::rv_policy::reference);
+  return bf16 ? out.attr("view")(NumpyDtype(type)) : out;
+}
+
+}  // namespace
+
+// ShardView: see objects.h.
+nb::ndarray<> ShardView(const PyShard& s) {
+  return ViewOf<>(s, DlpackType(s.data->layout().global.type));
 }
 
 void RegisterShards(nb::module_& m) {
@@ -102,7 +119,11 @@ void RegisterShards(nb::module_& m) {
            "memory). The view keeps the array alive, and while it lives a call donating the "
            "array copies it instead of reusing its memory.")
       .def("__dlpack_device__", [](const PyShard&) { return std::make_pair(1, 0); },
-           "(kDLCPU, 0): the CPU plugin's buffers are host memory.");
+           "(kDLCPU, 0): the CPU plugin's buffers are host memory.")
+      .def("_numpy_view", &ShardNumpyView,
+           "The shard's device memory as a read-only NumPy array, zero-copy (CPU plugin "
+           "only), bf16 included (as ml_dtypes.bfloat16). The view keeps the array alive, as "
+           "__dlpack__'s does; used by Array.to_jax.");
 }
 
 }  // namespace shardrt::python
