@@ -3,8 +3,10 @@
 # sources (scripts/thread_safety.sh); unit and integration tests (real CPU plugin,
 # 8 devices) and the model tests (SmolLM2-135M against the gguf package, Hugging Face tokenizers
 # and a NumPy reference, in tests/.venv) through CTest; the Python package (pip install . into
-# bindings/python/.venv, then its pytest suite: NumPy references, JAX interop); the integration
-# tests again under AddressSanitizer and ThreadSanitizer, then every fuzz target
+# bindings/python/.venv, then its pytest suite: NumPy references, JAX interop); its binary wheel
+# (scripts/wheel.sh), installed in a fresh environment without a compiler (tests/wheel/); every
+# code block of the READMEs (tests/readme/readme_test.py, bindings/python/tests/test_readme.py); the
+# integration tests again under AddressSanitizer and ThreadSanitizer, then every fuzz target
 # (fuzz/*_fuzz.cc) for a bounded time each (SHARDRT_FUZZ_SECONDS, default 15 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +18,13 @@ tests/model/setup_venv.sh  # the model tests' references (gguf, tokenizers, NumP
 export SHARDRT_COMPILE_CACHE="$PWD/build/test-compile-cache"
 rm -rf "$SHARDRT_COMPILE_CACHE"
 ctest --test-dir build --output-on-failure -j 2 --timeout 900
+tests/readme/readme_test.py  # the README's shell blocks and scripts/demo.sh, as written
 python="$(bindings/python/setup_venv.sh)"  # pinned build and test requirements, pip install .
 "$python" -m pytest -q -p no:cacheprovider bindings/python
+# The binary wheel (auditwheel-repaired, over the same build) and the sdist into dist/, then the
+# wheel installed without a compiler and the README's example run from it.
+wheel="$(scripts/wheel.sh)"
+tests/wheel/wheel_test.sh "$wheel"
 scripts/sanitize.sh address thread
 fuzz_targets="$(scripts/fuzz.sh --list)"
 for target in $fuzz_targets; do
