@@ -2,14 +2,13 @@
 # The installed package, as a user meets it (CTest `install_consumer`):
 #   1. `cmake --install BUILD --prefix TMP` into a temporary folder;
 #   2. nothing installed names a path of the source or build tree;
-#   3. examples/consumer builds with find_package(shardrt CONFIG REQUIRED) against TMP only, and
-#      its run (8 CPU devices, the plugin found next to the installed library) prints a checked
-#      result;
-#   4. the same main.cc builds with `pkg-config --cflags --libs shardrt` exactly as the README
-#      writes it, and runs (the module's run path finds the library);
-#   5. the README's "Use it from C++" code block is examples/consumer/main.cc, unchanged;
-#   6. the installed CLI runs from the prefix;
-#   7. examples/llm_consumer (a 20-line program over llm::Session, shardrt::llm) builds against
+#   3. the README's C++ quick-start commands run as written (TMP for /opt/shardrt):
+#      examples/consumer builds with find_package(shardrt CONFIG REQUIRED) against TMP only, and
+#      with the pkg-config line of its comment, nothing added; both runs (8 CPU devices, the
+#      plugin found next to the installed library) print a checked result (the README's copy of
+#      main.cc is checked by tests/readme/readme_test.py);
+#   4. the installed CLI runs from the prefix;
+#   5. examples/llm_consumer (a 20-line program over llm::Session, shardrt::llm) builds against
 #      TMP only and generates text with the real model, when MODEL is given and exists; its
 #      answer is compared with the installed CLI's for the same prompt (greedy, same tokens).
 #   usage: consumer_test.sh SOURCE_DIR BUILD_DIR [MODEL.gguf]
@@ -36,24 +35,30 @@ if find "$prefix" -name '*.pb.h' -o -name 'pjrt_c_api.h' | grep -q .; then
   echo "FAIL: private headers were installed"; exit 1
 fi
 
-echo "== find_package(shardrt CONFIG REQUIRED)"
-cmake -S "$src/examples/consumer" -B "$prefix/consumer-build" -DCMAKE_PREFIX_PATH="$prefix" \
-      -DCMAKE_BUILD_TYPE=Release > "$prefix/configure.log" 2>&1 || { cat "$prefix/configure.log"; exit 1; }
-cmake --build "$prefix/consumer-build" > "$prefix/build.log" 2>&1 || { cat "$prefix/build.log"; exit 1; }
-out=$("$prefix/consumer-build/consumer")
-echo "$out"
-grep -q "on 8 'cpu' devices" <<< "$out"
-grep -q ": correct$" <<< "$out"
-
-echo "== pkg-config shardrt"
-# As the README writes it (its /opt/shardrt is $prefix here), nothing added: the module's Libs
-# carry the run path, so the program starts without LD_LIBRARY_PATH.
-(cd "$prefix" && c++ "$src/examples/consumer/main.cc" \
-    $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs shardrt) -o consumer-pc)
-out=$(env -u LD_LIBRARY_PATH "$prefix/consumer-pc")
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+echo "== the README's quick-start commands, as written"
+# The block after '<!-- runs in: tests/install/consumer_test.sh -->', run in a folder whose
+# build/ and examples/ are this tree's, with this test's prefix for /opt/shardrt: install,
+# find_package(shardrt CONFIG REQUIRED) and a CMake build of examples/consumer, and the pkg-config
+# line of its comment, with nothing added (the module's Libs carry the run path, so the program
+# starts without LD_LIBRARY_PATH). Both programs run 8 CPU devices and check their results.
+block=$(awk '/<!-- runs in: tests\/install\/consumer_test.sh -->/{f=1; next}
+             f && /^```sh/{next} f && /^```/{exit} f' "$src/README.md")
+grep -q "cmake --install build --prefix /opt/shardrt" <<< "$block"
+grep -q "^# or: c++ examples/consumer/main.cc " <<< "$block"
+work="$prefix/readme"
+mkdir -p "$work"
+ln -s "$build" "$work/build"
+ln -s "$src/examples" "$work/examples"
+commands=$(sed -e "s|/opt/shardrt|$prefix|g" -e 's|^# or: c++ |c++ |' <<< "$block")
+out=$(cd "$work" && env -u LD_LIBRARY_PATH bash -euo pipefail -c "$commands" 2>&1) ||
+  { echo "$out"; echo "FAIL: the README's commands"; exit 1; }
+grep -q "on 8 'cpu' devices" <<< "$out" || { echo "$out"; exit 1; }
 grep -q ": correct$" <<< "$out" || { echo "$out"; exit 1; }
-echo "pkg-config build: ok"
+out=$(env -u LD_LIBRARY_PATH "$work/a.out")
+echo "$out"
+grep -q ": correct$" <<< "$out"
+echo "CMake and pkg-config builds: ok"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 
 echo "== every installed header compiles on its own"
 (cd "$prefix/include" && find shardrt -name '*.h' | sort) |
@@ -61,11 +66,6 @@ echo "== every installed header compiles on its own"
     c++ -std=c++20 -fsyntax-only -x c++ - $2 || { echo "FAIL: $1 does not compile alone"; exit 255; }' \
     _ {} "$(pkg-config --cflags shardrt)"
 echo "$(cd "$prefix/include" && find shardrt -name '*.h' | wc -l) headers: ok"
-
-echo "== README's code is examples/consumer/main.cc"
-awk '/<!-- consumer main.cc begin -->/{f=1; next} /<!-- consumer main.cc end -->/{f=0} f' \
-    "$src/README.md" | sed '1d;$d' > "$prefix/readme-main.cc"
-diff -u "$src/examples/consumer/main.cc" "$prefix/readme-main.cc"
 
 echo "== the installed CLI"
 "$prefix/bin/shardrt" devices --devices 2 | head -1

@@ -3,7 +3,7 @@ loopback: models, chat and text completions, streaming (with usage) and not, max
 sequences and seeds; answers equal `shardrt generate`'s; 8 concurrent streams each equal to
 its solo answer; a client that disconnects frees its row (visible in /metrics); bad requests
 (key, model, fields, JSON, size, route, context) and a full queue get OpenAI's errors; the
-README's curl examples run as written; SIGTERM drains a running stream and exits 0.
+README's curl examples and its OpenAI-client block run as written; SIGTERM drains a running stream and exits 0.
 Every wait has a deadline.
 
     usage: test_serve.py SHARDRT_CLI MODEL.gguf
@@ -294,6 +294,14 @@ def run_checks(cli, model, server, client):
             check(out.stdout.rstrip().endswith("data: [DONE]"), f"README stream: {out.stdout}")
         else:
             check("error" not in json.loads(out.stdout), f"README: {out.stdout}")
+    # The README's OpenAI-client block, as written but for this server's address and key.
+    example = re.search(r"```python\n(from openai import OpenAI\n.*?)```", readme, re.S).group(1)
+    example = example.replace("http://127.0.0.1:8080", server.url).replace('"unused"', repr(KEY))
+    out = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True,
+                         timeout=300)
+    check(out.returncode == 0, f"README OpenAI example: {out.stderr[-2000:]}")
+    check(out.stdout.startswith("The capital of France is Paris.\n") and
+          len(out.stdout.splitlines()) >= 2, f"README OpenAI example printed {out.stdout!r}")
 
 
 def sigterm_drains(server, client):
