@@ -4,7 +4,7 @@
 #   usage: scripts/demo.sh ["PROMPT"] [more `shardrt generate` flags, e.g. --max-tokens 200]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh
+scripts/build.sh >&2  # set-up and build lines on stderr: stdout holds only the answer
 prompt="What is the capital of France?"
 if [ $# -gt 0 ] && [[ "$1" != --* ]]; then
   prompt="$1"

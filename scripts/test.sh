@@ -7,7 +7,7 @@
 # (scripts/wheel.sh), installed in a fresh environment without a compiler (tests/wheel/); every
 # code block of the READMEs (tests/readme/readme_test.py, bindings/python/tests/test_readme.py); the
 # integration tests again under AddressSanitizer and ThreadSanitizer, then every fuzz target
-# (fuzz/*_fuzz.cc) for a bounded time each (SHARDRT_FUZZ_SECONDS, default 15 s).
+# (fuzz/*_fuzz.cc) for a bounded time each (SHARDRT_FUZZ_SECONDS, default 10 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -28,5 +28,5 @@ tests/wheel/wheel_test.sh "$wheel"
 scripts/sanitize.sh address thread
 fuzz_targets="$(scripts/fuzz.sh --list)"
 for target in $fuzz_targets; do
-  scripts/fuzz.sh "${SHARDRT_FUZZ_SECONDS:-15}" "$target"
+  scripts/fuzz.sh "${SHARDRT_FUZZ_SECONDS:-10}" "$target"
 done

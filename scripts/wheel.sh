@@ -7,8 +7,10 @@
 #     extension, libshardrt and libshardrt_llm load (Abseil, protobuf, libcrypto, ...) into
 #     shardrt.libs/, rewrites the run paths (patchelf), and tags the wheel with the oldest
 #     manylinux policy that the symbol versions allow (glibc, libstdc++);
-#   - dist/shardrt-VERSION.tar.gz, the sdist (pyproject.toml's sdist.exclude leaves out .cache/,
-#     the build folders and dist/; dist/.gitignore keeps dist/ out of git).
+#   - dist/shardrt-VERSION.tar.gz, the sdist: in a git checkout, the files git tracks as they are
+#     in the working tree (untracked files never ship); elsewhere the folder, less what
+#     pyproject.toml's sdist.exclude leaves out (.cache/, the build folders, dist/; dist/.gitignore
+#     keeps dist/ out of git).
 # The build runs with bindings/python/.venv's python (pinned scikit-build-core and nanobind; the
 # environment is made if missing) or $SHARDRT_WHEEL_PYTHON; auditwheel and patchelf come from
 # scripts/wheel-requirements.txt, in an environment of their own: $SHARDRT_WHEEL_TOOLS_VENV
@@ -29,6 +31,8 @@ else
   exec 9>"$venv.lock"
   flock 9
 fi
+# An absolute path (the sdist is built from another folder); a bare command name stays one.
+[[ "$python" != */* || "$python" == /* ]] || python=$PWD/$python
 version=$("$python" -c \
   'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
 
@@ -49,9 +53,25 @@ PATH="$(cd "$tools/bin" && pwd):$PATH" "$tools/bin/auditwheel" repair -w "$tmp/r
 wheel=$(ls "$tmp"/repaired/shardrt-"$version"-*.whl)
 
 echo "wheel: sdist" >&2
+# In a git checkout the sdist is made from a copy of the files git tracks, as they are in the
+# working tree: an untracked file lying in the checkout does not ship.
+sdist_source=.
+if git rev-parse --git-dir > /dev/null 2>&1; then
+  sdist_source=$tmp/source
+  "$python" - "$sdist_source" <<'EOF'
+import os, shutil, subprocess, sys
+tracked = subprocess.run(["git", "ls-files", "-z"], capture_output=True, check=True).stdout
+for path in tracked.decode().split("\0"):
+    if path and os.path.lexists(path) and not os.path.isdir(path):  # not deleted, no submodule
+        target = os.path.join(sys.argv[1], path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copy2(path, target, follow_symlinks=False)
+EOF
+fi
 # scikit-build-core's PEP 517 hook, in the same environment (no build isolation).
-"$python" -c 'import sys, scikit_build_core.build as b; b.build_sdist(sys.argv[1])' \
-  "$tmp/sdist" > "$tmp/sdist.log" 2>&1 || { cat "$tmp/sdist.log" >&2; exit 1; }
+(cd "$sdist_source" &&
+  "$python" -c 'import sys, scikit_build_core.build as b; b.build_sdist(sys.argv[1])' \
+    "$tmp/sdist") > "$tmp/sdist.log" 2>&1 || { cat "$tmp/sdist.log" >&2; exit 1; }
 sdist=$tmp/sdist/shardrt-$version.tar.gz
 tar -tzf "$sdist" > /dev/null
 

@@ -15,6 +15,8 @@ Rules:
      here includes the tools' headers. bench/ and tests/ are not checked: they may include
      private headers (bench/decoder_demo.cc runs the small decoder of models/decoder/, a fixture
      that is not installed, on the CLI's library).
+  6. The umbrella include/shardrt/shardrt.h includes every public header of libshardrt (all of
+     include/shardrt/ but llm/, libshardrt_llm's, and base/export.h, the export macro).
 Prints every violation as FILE:LINE: message and exits 1 if there is one.
 """
 import os
@@ -86,6 +88,16 @@ def main(root):
             if RANKS[target] >= RANKS[layer]:
                 problems.append(f"{where}: layer {layer} includes {inc} from layer {target}"
                                 " (imports must point down)")
+    # The umbrella: every public header of libshardrt.
+    umbrella = os.path.join(root, "include", "shardrt", "shardrt.h")
+    listed = {inc for _, inc in includes(umbrella)} if os.path.isfile(umbrella) else set()
+    for path in files:
+        rel = os.path.relpath(path, os.path.join(root, "include"))
+        parts = rel.split(os.sep)
+        if (parts[0] == "shardrt" and len(parts) == 3 and parts[1] != "llm"
+                and path.endswith(".h") and rel != os.path.join("shardrt", "base", "export.h")
+                and rel.replace(os.sep, "/") not in listed):
+            problems.append(f"include/shardrt/shardrt.h: the umbrella does not include \"{rel}\"")
     # models/ and tools/: public headers of the library, and their own.
     for top in ("models", "tools"):
         for path in sources(root, top):

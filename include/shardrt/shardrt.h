@@ -1,5 +1,6 @@
 // shardrt: SPMD (sharded, multi-device) XLA programs on sharded data through the PJRT C API.
-// This umbrella header includes every public header; each can also be included on its own.
+// This umbrella header includes every public header of libshardrt (those of shardrt/llm/ are
+// libshardrt_llm's); each can also be included on its own.
 //
 // Start at shardrt/runtime/runtime.h (the front door). Ownership, everywhere: Create*/Compile*/
 // Transfer* return owning values (unique_ptr, or shared_ptr where sharing is real: data,
@@ -10,6 +11,8 @@
 
 #include "shardrt/base/array_shape.h"
 #include "shardrt/base/element_type.h"
+#include "shardrt/base/file_kind.h"
+#include "shardrt/base/json_writer.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/base/metrics.h"
 #include "shardrt/base/mutex.h"
@@ -18,6 +21,7 @@
 #include "shardrt/base/trace.h"
 #include "shardrt/client/computation.h"
 #include "shardrt/client/computation_client.h"
+#include "shardrt/client/persistent_cache.h"
 #include "shardrt/data/data.h"
 #include "shardrt/data/data_layout.h"
 #include "shardrt/data/host_array.h"
@@ -32,6 +36,7 @@
 #include "shardrt/pjrt/named_value.h"
 #include "shardrt/pjrt/opaque.h"
 #include "shardrt/pjrt/plugin.h"
+#include "shardrt/pjrt/plugin_log.h"
 #include "shardrt/program/array_spec.h"
 #include "shardrt/program/builder.h"
 #include "shardrt/program/program_text.h"

@@ -10,19 +10,22 @@
 namespace shardrt::llama {
 
 std::vector<int32_t> ModelStopTokens(const GgufFile& file) {
-  std::vector<int32_t> stops;
   absl::StatusOr<std::vector<std::string>> tokens = file.GetStringArray("tokenizer.ggml.tokens");
-  const int64_t n = tokens.ok() ? int64_t(tokens->size()) : 0;
+  return ModelStopTokens(file, tokens.ok() ? absl::Span<const std::string>(*tokens)
+                                           : absl::Span<const std::string>());
+}
+
+std::vector<int32_t> ModelStopTokens(const GgufFile& file, absl::Span<const std::string> tokens) {
+  std::vector<int32_t> stops;
+  const int64_t n = int64_t(tokens.size());
   auto add = [&](int64_t id) {
     if (id >= 0 && id < n && std::find(stops.begin(), stops.end(), id) == stops.end()) {
       stops.push_back(int32_t(id));
     }
   };
-  if (tokens.ok()) {
-    for (const char* text : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>"}) {
-      auto it = std::find(tokens->begin(), tokens->end(), text);
-      if (it != tokens->end()) add(it - tokens->begin());
-    }
+  for (const char* text : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>"}) {
+    auto it = std::find(tokens.begin(), tokens.end(), text);
+    if (it != tokens.end()) add(it - tokens.begin());
   }
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
     if (absl::StatusOr<int64_t> id = file.GetInt(key); id.ok()) add(*id);

@@ -35,6 +35,10 @@ struct ChatFormat {
 // list's range and keys of the wrong type are left out. Thread-safe (reads the file).
 std::vector<int32_t> ModelStopTokens(const GgufFile& file);
 
+// The same, with the file's tokenizer.ggml.tokens already read (`tokens`, empty when the file
+// has none): for callers that hold the vocabulary, so that it is not read twice. Thread-safe.
+std::vector<int32_t> ModelStopTokens(const GgufFile& file, absl::Span<const std::string> tokens);
+
 // A one-turn conversation as text: the system turn (`system`, or the default when empty), the
 // user's `prompt`, and the opening of the assistant's turn. Thread-safe (pure).
 std::string ChatPrompt(const ChatFormat& format, absl::string_view prompt,

@@ -92,12 +92,16 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(Runtime& runtime,
     SHARDRT_RETURN_IF_ERROR(llama::RegisterModelKernels(runtime));
   }
   {
-    // Only the tokenizer's data is read now; it is made when text is first needed.
+    // Only the tokenizer's data is read now; it is made when text is first needed. The stop
+    // tokens are looked up in the vocabulary it read (the file's is read again only without it).
     MutexLock tokenizer_lock(state->tokenizer_mu);
     state->tokenizer_data = llama::ReadTokenizerData(*state->file);
+    state->model_stop_tokens =
+        state->tokenizer_data.ok()
+            ? llama::ModelStopTokens(*state->file, state->tokenizer_data->tokens)
+            : llama::ModelStopTokens(*state->file);
   }
   state->chat_format = llama::ReadChatFormat(*state->file);
-  state->model_stop_tokens = llama::ModelStopTokens(*state->file);
 
   const llama::LlamaConfig& c = state->config;
   state->info = ModelInfo{.architecture = c.architecture == llama::Architecture::kQwen2 ? "qwen2"

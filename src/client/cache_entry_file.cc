@@ -9,6 +9,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "client/sha256.h"
+#include "shardrt/base/file_kind.h"
 #include "shardrt/base/status_macros.h"
 
 namespace shardrt {
@@ -61,17 +62,6 @@ absl::StatusOr<EntryHeader> ParseHeader(absl::string_view header) {
 }
 
 }  // namespace
-
-absl::string_view FileKind(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "a special file";
-}
 
 absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
   const int err = errno;

@@ -32,9 +32,6 @@ inline constexpr size_t kCacheEntryHeaderBytes = 8 + 4 + 4 + 8 + 32;
 // The format version written in (and required of) every header; part of every key too.
 inline constexpr uint32_t kCacheEntryFormatVersion = 1;
 
-// What a file that is not a regular one is, for messages ("a directory", "a FIFO", ...).
-absl::string_view FileKind(mode_t mode);
-
 // Unavailable: "`what` `path`: strerror(errno)".
 absl::Status ErrnoStatus(absl::string_view what, const std::string& path);
 

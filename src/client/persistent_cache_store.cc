@@ -25,6 +25,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "shardrt/base/file_kind.h"
 #include "shardrt/base/limits.h"
 #include "shardrt/base/metrics.h"
 #include "shardrt/base/status_macros.h"

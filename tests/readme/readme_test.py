@@ -13,7 +13,8 @@ whose build/, .cache/, tests/ and examples/ are the repository's, with a compile
 and neither TF_CPP_MIN_LOG_LEVEL nor SHARDRT_LOG set: it must exit 0 and print none of the
 plugin's log lines on stderr. `text` blocks are synopses and output; cpp and mlir blocks must be
 marked. The first block's scripts/demo.sh runs here too (the test command is the other line):
-its answer must be Paris and its stderr shardrt's own three lines.
+its stdout must be the answer alone, Paris, and its stderr the build's lines, then shardrt's own
+three.
   usage: tests/readme/readme_test.py   (after the build and the model are in place)
 """
 
@@ -71,6 +72,9 @@ def check_demo():
                           text=True, timeout=900)
     if done.returncode != 0 or "Paris" not in done.stdout:
         return fail(f"scripts/demo.sh: exit {done.returncode}: {done.stdout!r} {done.stderr[-2000:]}")
+    # stdout is the answer alone (set-up and build lines go to stderr).
+    if len(done.stdout.strip().splitlines()) != 1:
+        return fail(f"scripts/demo.sh: stdout holds more than the answer: {done.stdout!r}")
     # The build step's lines, then shardrt's own: nothing of the plugin's.
     answer = [l for l in done.stderr.splitlines()
               if not l.startswith(("bootstrap:", "build:", "ninja:", "[", "-- "))]

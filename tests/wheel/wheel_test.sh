@@ -5,8 +5,8 @@
 #      its symbol versions allow) and needing no shared library from outside but those its
 #      manylinux policy allows; the wheel holds the extension, libshardrt, libshardrt_llm and
 #      the vendored libraries (shardrt.libs/: Abseil, protobuf, libcrypto, ...);
-#   2. the sdist beside it holds what a build needs (every file git tracks), and none of
-#      .cache/, the build folders, dist/ or a virtual environment;
+#   2. the sdist beside it holds what a build needs (every file git tracks, and in a checkout
+#      nothing else), and none of .cache/, the build folders, dist/ or a virtual environment;
 #   3. a fresh virtual environment, under a PATH that has python3 only (no gcc, c++ or cc:
 #      checked) and no CC/CXX, gets the wheel and its dependencies from local files with
 #      `pip install --no-index` (timed): NumPy's pinned wheel (fetched into .cache/wheels/ when
@@ -80,6 +80,11 @@ if git rev-parse --git-dir > /dev/null 2>&1; then
   missing=$(git ls-files | while read -r f; do if [ -e "$f" ]; then echo "shardrt-$version/$f"; fi
             done | sort | comm -23 - <(sort <<< "$listing"))
   [ -z "$missing" ] || { echo "FAIL: the sdist leaves out:"; head <<< "$missing"; exit 1; }
+  # And holds nothing else: an untracked file in the checkout does not ship.
+  extra=$(grep -v -e '/$' -e "^shardrt-$version/PKG-INFO$" <<< "$listing" | sort |
+          comm -23 - <(git ls-files | sed "s|^|shardrt-$version/|" | sort))
+  [ -z "$extra" ] || { echo "FAIL: the sdist holds files git does not track:"; head <<< "$extra"
+                       exit 1; }
 fi
 if bad=$(grep -E "^shardrt-$version/(\.cache|build[^/]*|dist|\.git)/|/\.venv[^/]*/|__pycache__/" \
          <<< "$listing"); then

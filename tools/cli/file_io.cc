@@ -10,23 +10,12 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "shardrt/base/file_kind.h"
 #include "shardrt/base/limits.h"
 
 namespace shardrt::cli {
 
-// FileKind: see file_io.h.
-absl::string_view FileKind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "a special file";
-}
-
 namespace {
-
 
 // The error for a path that is not a regular file.
 absl::Status NotRegularFile(const std::string& path, mode_t mode) {

@@ -12,10 +12,6 @@
 
 namespace shardrt::cli {
 
-// What a file that is not a regular one is, from its st_mode, for errors ("a directory", "a
-// FIFO", "a symbolic link", ...). Pure.
-absl::string_view FileKind(mode_t mode);
-
 // "path: what: reason" for the errno value `error`, with the status code it suggests
 // (NotFound, PermissionDenied, else Unavailable).
 [[nodiscard]] absl::Status IoError(const std::string& path, absl::string_view what, int error);

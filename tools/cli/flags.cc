@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "shardrt/base/file_kind.h"
 #include "cli/file_io.h"
 
 namespace shardrt::cli {

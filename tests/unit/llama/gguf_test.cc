@@ -1,4 +1,5 @@
 #include "llama/gguf.h"
+#include "llama/chat.h"
 #include "llama/quants.h"
 
 #include <unistd.h>
@@ -531,6 +532,27 @@ TEST(GgufTest, OpensAFileWithoutTensors) {
   ASSERT_TRUE(opened.ok()) << opened.status();
   EXPECT_TRUE((*opened)->tensors().empty());
   EXPECT_EQ(*(*opened)->GetString("k"), "v");
+}
+
+// The stop tokens come from the vocabulary's turn-end texts and the eos/eot ids, each once and
+// only within the vocabulary; given the vocabulary already read, the answer is the same.
+TEST(ModelStopTokensTest, TakesTurnEndTextsAndIdsWithinTheVocabulary) {
+  GgufWriter w;
+  const std::vector<std::string> vocabulary = {"a", "<|im_end|>", "b", "<|endoftext|>"};
+  w.StringArray("tokenizer.ggml.tokens", vocabulary)
+      .Scalar<uint32_t>("tokenizer.ggml.eos_token_id", kU32, 3)   // also <|endoftext|>: once
+      .Scalar<uint32_t>("tokenizer.ggml.eot_token_id", kU32, 9);  // beyond the vocabulary
+  auto opened = OpenBytes(w.Build());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_THAT(ModelStopTokens(**opened), ElementsAre(1, 3));
+  EXPECT_THAT(ModelStopTokens(**opened, vocabulary), ElementsAre(1, 3));
+
+  GgufWriter ids_only;  // no vocabulary: no id is within it
+  ids_only.Scalar<uint32_t>("tokenizer.ggml.eos_token_id", kU32, 0);
+  auto bare = OpenBytes(ids_only.Build());
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_TRUE(ModelStopTokens(**bare).empty());
+  EXPECT_THAT(ModelStopTokens(**bare, {"<|eot_id|>", "x"}), ElementsAre(0));
 }
 
 // Each case breaks a small valid file in one way; Open must fail with InvalidArgument, naming
