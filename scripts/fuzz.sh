@@ -8,6 +8,7 @@
 #   usage: scripts/fuzz.sh [SECONDS] [TARGET]
 #     SECONDS  default 60
 #     TARGET   default sharding_text_fuzz; `scripts/fuzz.sh --list` prints them all
+#   scripts/fuzz.sh --build builds every target (in parallel) and runs none.
 # Exits 0 when the time runs out without a finding; non-zero if the build fails or the fuzzer
 # finds a crash, a sanitizer report, a leak or a timeout.
 set -euo pipefail
@@ -22,6 +23,20 @@ if [ "${1:-}" = --list ]; then
   exit 0
 fi
 
+configure() {
+  local generator=()
+  if command -v ninja > /dev/null; then generator=(-G Ninja); fi
+  if [ ! -f build-fuzz/CMakeCache.txt ]; then
+    cmake -S . -B build-fuzz "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_COMPILER=clang++ -DSHARDRT_FUZZ_ONLY=ON
+  fi
+}
+if [ "${1:-}" = --build ]; then
+  configure
+  cmake --build build-fuzz --target "${targets[@]}"
+  exit 0
+fi
+
 seconds="${1:-60}"
 target="${2:-sharding_text_fuzz}"
 known=0
@@ -32,12 +47,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ] || [ "$known" -ne 1 ];
   exit 2
 fi
 
-generator=()
-if command -v ninja > /dev/null; then generator=(-G Ninja); fi
-if [ ! -f build-fuzz/CMakeCache.txt ]; then
-  cmake -S . -B build-fuzz "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER=clang++ -DSHARDRT_FUZZ_ONLY=ON
-fi
+configure
 cmake --build build-fuzz --target "$target"
 
 name="${target%_fuzz}"

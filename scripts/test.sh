@@ -26,6 +26,7 @@ python="$(bindings/python/setup_venv.sh)"  # pinned build and test requirements,
 wheel="$(scripts/wheel.sh)"
 tests/wheel/wheel_test.sh "$wheel"
 scripts/sanitize.sh address thread
+scripts/fuzz.sh --build  # every target at once (the runs below then only check the build)
 fuzz_targets="$(scripts/fuzz.sh --list)"
 for target in $fuzz_targets; do
   scripts/fuzz.sh "${SHARDRT_FUZZ_SECONDS:-10}" "$target"
